@@ -1,0 +1,67 @@
+# make quantize MODEL=llama3-70b RECIPE=fp8      (defaults: MODEL=tiny-llama RECIPE=fp8)
+# make test                                      (builds the envs on first use)
+# Envs: .venv (llm-compressor, quantize/eval) and .venv-serve (vLLM): they cannot share one.
+
+PYTHON     ?= python3
+MODEL      ?= tiny-llama
+RECIPE     ?= fp8
+ARGS       ?=
+# CPU build here (pip finds it on local disk); the CUDA build from PyPI on GPU hosts.
+TORCH_SPEC ?= torch==2.13.0
+PIP_SPEC   := pip==26.3
+
+VENV       := .venv
+SERVE_VENV := .venv-serve
+HAS_CUDA   := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+SERVE_REQS := requirements/serve-$(if $(HAS_CUDA),cuda,cpu).txt
+RUN        := $(VENV)/bin/python -m pipeline
+
+.PHONY: setup quantize recipes models test test-fast lint clean
+
+setup: $(VENV)/.installed $(SERVE_VENV)/.installed
+
+# Each env is (re)built when its pins change; the stamp is written last, so an interrupted
+# install is redone on the next call.
+$(VENV)/.installed: requirements/main.txt pyproject.toml
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q $(PIP_SPEC)
+	$(VENV)/bin/pip install -q $(TORCH_SPEC)
+	$(VENV)/bin/pip install -q --no-deps -r requirements/main.txt
+	$(VENV)/bin/pip install -q --no-deps -e .
+	touch $@
+
+$(SERVE_VENV)/.installed: $(SERVE_REQS)
+	rm -rf $(SERVE_VENV)
+	$(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/pip install -q $(PIP_SPEC)
+ifeq ($(HAS_CUDA),1)
+	$(SERVE_VENV)/bin/pip install -q -r $(SERVE_REQS)
+else
+	$(SERVE_VENV)/bin/pip install -q $(TORCH_SPEC)
+	$(SERVE_VENV)/bin/pip install -q --no-deps -r $(SERVE_REQS)
+endif
+	touch $@
+
+quantize: $(VENV)/.installed
+	$(RUN) quantize --model $(MODEL) --recipe $(RECIPE) $(ARGS)
+
+recipes: $(VENV)/.installed
+	$(RUN) recipes
+
+models: $(VENV)/.installed
+	$(RUN) models
+
+test: setup
+	$(VENV)/bin/python -m pytest $(ARGS)
+
+# Unit tests only: no quantization, no vLLM (seconds).
+test-fast: $(VENV)/.installed
+	$(VENV)/bin/python -m pytest -m "not slow" $(ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check pipeline tests benchmarks
+	$(VENV)/bin/ruff format --check pipeline tests benchmarks
+
+clean:
+	rm -rf runs .cache

@@ -1,0 +1,17 @@
+"""The one exception type for mistakes a user can make; the CLI prints it as one line, exit 2."""
+
+
+class UserError(Exception):
+    """Bad input: names the file / key / value and what would be valid."""
+
+    exit_code = 2
+
+    def __init__(self, message: str):
+        # One line, always: the CLI prints it verbatim.
+        super().__init__(" ".join(str(message).split()))
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception from a library, for a one-line UserError."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

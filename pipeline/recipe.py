@@ -1,0 +1,198 @@
+"""Recipes: the llm-compressor modifier YAML, verbatim, plus the pipeline's own sections.
+
+A recipe file is `recipes/<name>.yaml`, or any path to a .yaml file. Unknown keys are rejected
+(pydantic `extra="forbid"`) with the file, the key and its line, so a typo never passes silently.
+"""
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pipeline.errors import UserError
+from pipeline.schemes import Scheme, scheme_from_args
+
+RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Calibration(Strict):
+    """Where calibration text comes from and how much of it (see pipeline/data.py)."""
+
+    dataset: str = Field("python-docs", description="python-docs, a hub data set id, or a file")
+    config_name: str | None = Field(None, description="hub data set configuration (subset)")
+    split: str = Field("calibration", description="split of the data set to sample from")
+    text_column: str = "text"
+    chat_template: bool = Field(False, description="render a `messages` column with the template")
+    num_samples: int = Field(512, ge=0)
+    max_seq_length: int = Field(2048, gt=0)
+    seed: int = 42
+
+
+class Recipe(Strict):
+    description: str
+    quantization: dict[str, Any] = Field(description="llm-compressor recipe (stages → modifiers)")
+    calibration: Calibration = Calibration()
+
+    @field_validator("quantization")
+    @classmethod
+    def _stages_and_groups(cls, value: dict) -> dict:
+        # llm-compressor silently skips keys not ending in _stage / _modifiers: reject them here.
+        for stage, groups in value.items():
+            if not stage.endswith("_stage") or not isinstance(groups, dict):
+                raise ValueError(f"'{stage}' must be a mapping named <name>_stage")
+            for group, mods in groups.items():
+                if not group.endswith("_modifiers") or not isinstance(mods, dict) or not mods:
+                    raise ValueError(f"'{stage}.{group}' must be a mapping named <name>_modifiers")
+        if not value:
+            raise ValueError("needs at least one <name>_stage with modifiers")
+        return value
+
+
+@dataclass(frozen=True)
+class RecipeFile:
+    name: str
+    path: Path
+    text: str
+    spec: Recipe
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def modifiers(self) -> list[tuple[str, dict]]:
+        """(ModifierName, arguments) in order, across all stages."""
+        found = []
+        for stage in self.spec.quantization.values():
+            for group in (stage or {}).values():
+                for name, args in (group or {}).items():
+                    found.append((name, dict(args or {})))
+        return found
+
+    def scheme(self) -> Scheme | None:
+        for _, args in self.modifiers():
+            scheme = scheme_from_args(args)
+            if scheme:
+                return scheme
+        return None
+
+    def ignored(self) -> list[str]:
+        for _, args in self.modifiers():
+            if "ignore" in args:
+                return list(args["ignore"])
+        return []
+
+    def quantization_yaml(self) -> str:
+        return yaml.safe_dump(self.spec.quantization, sort_keys=False)
+
+
+def check_modifiers(rf: RecipeFile) -> None:
+    """Build the modifiers with llm-compressor's own pydantic models (extra="forbid"), so an
+    unknown modifier or argument fails before any weights are loaded. Imports llm-compressor."""
+    import os
+
+    # Its import-time device warnings are noise for a syntax check; a run re-enables its logs.
+    user_set = "LLM_COMPRESSOR_LOG_DISABLED" in os.environ
+    os.environ.setdefault("LLM_COMPRESSOR_LOG_DISABLED", "true")
+    try:
+        from llmcompressor.recipe import Recipe as LCRecipe
+
+        for modifier in LCRecipe.from_dict(rf.spec.quantization).modifiers:
+            if hasattr(modifier, "resolve_quantization_config"):
+                modifier.resolve_quantization_config()  # scheme vs config_groups conflicts
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "?"
+        what = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+        raise UserError(f"{_display(rf.path)}: {e.title}: {what} '{loc}'") from None
+    except Exception as e:  # unknown modifier name, bad ordering
+        raise UserError(f"{_display(rf.path)}: quantization: {str(e).splitlines()[0]}") from None
+    finally:
+        if not user_set:
+            del os.environ["LLM_COMPRESSOR_LOG_DISABLED"]
+
+
+def shipped() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def resolve_path(name_or_path: str) -> Path:
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml"):
+        if not candidate.is_file():
+            raise UserError(f"recipe file not found: {name_or_path}")
+        return candidate
+    path = RECIPES_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        valid = ", ".join(shipped())
+        raise UserError(f"unknown recipe '{name_or_path}'; valid: {valid} (or a path to a .yaml)")
+    return path
+
+
+def load(name_or_path: str) -> RecipeFile:
+    path = resolve_path(name_or_path)
+    text = path.read_text()
+    shown = _display(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise UserError(f"{shown}{where}: malformed YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{shown}: a recipe must be a mapping with 'description', 'quantization'")
+    try:
+        spec = Recipe.model_validate(data)
+    except ValidationError as e:
+        raise UserError(_explain(shown, text, e)) from None
+    return RecipeFile(name=path.stem, path=path, text=text, spec=spec)
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _explain(shown: str, text: str, error: ValidationError) -> str:
+    first = error.errors()[0]
+    loc = tuple(first["loc"])
+    dotted = ".".join(str(p) for p in loc)
+    line = _line_of(text, loc)
+    where = f"{shown}:{line}" if line else shown
+    if first["type"] == "extra_forbidden":
+        model = Recipe if len(loc) == 1 else Recipe.model_fields[str(loc[0])].annotation
+        valid = ", ".join(getattr(model, "model_fields", {}))
+        return f"{where}: unknown key '{dotted}' (valid here: {valid})"
+    if first["type"] == "missing":
+        return f"{where}: missing key '{dotted}'"
+    got = repr(first.get("input"))
+    got = got if len(got) <= 60 else got[:57] + "..."
+    return f"{where}: {dotted}: {first['msg']} (got {got})"
+
+
+def _line_of(text: str, loc: tuple) -> int | None:
+    """1-based line of the key at `loc` in the YAML text, for error messages."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for key in loc:
+        if not isinstance(node, yaml.MappingNode):
+            return line
+        for k, v in node.value:
+            if k.value == str(key):
+                line, node = k.start_mark.line + 1, v
+                break
+        else:
+            return line
+    return line

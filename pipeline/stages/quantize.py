@@ -1,0 +1,207 @@
+"""Quantize stage: llm-compressor `oneshot` → compressed-tensors artifact in runs/<model>/<recipe>/.
+
+    python -m pipeline quantize --model tiny-llama --recipe gptq   # = make quantize RECIPE=gptq
+
+Everything a user can get wrong is checked before the run directory is created.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline import data, environment, models, progress, quantize_plan, recipe
+from pipeline.rundir import RunDir
+from pipeline.runner import run_stage
+
+STAGE = "quantize"
+ARTIFACT = "artifact"
+LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "datasets")
+# tiny-llama is a CPU test model: recipes' production calibration budgets (512 × 2048) are
+# capped to this unless given explicitly on the command line.
+TINY_CALIBRATION_CAP = {"num_samples": 64, "max_seq_length": 256}
+
+
+@dataclass
+class Job:
+    ref: models.ModelRef
+    config: dict
+    recipe: recipe.RecipeFile
+    calibration: recipe.Calibration
+    rundir: RunDir
+    texts: data.TextSet | None = None
+    model_path: Path | None = None
+    model_identity: dict = field(default_factory=dict)
+
+    @property
+    def header(self) -> dict:
+        return {
+            "model": {
+                "name": self.ref.name,
+                "source": self.ref.source,
+                "id": self.ref.hub_id,
+                "revision": self.model_identity.get("revision"),
+            },
+            "recipe": {
+                "name": self.recipe.name,
+                "path": str(self.recipe.path),
+                "sha256": self.recipe.sha256,
+            },
+        }
+
+
+def prepare(
+    model: str,
+    recipe_name: str,
+    num_samples: int | None = None,
+    max_seq_length: int | None = None,
+    revision: str | None = None,
+) -> Job:
+    """Resolve and validate everything from names and configs; loads no weights, writes nothing."""
+    ref = models.resolve(model, revision)
+    rf = recipe.load(recipe_name)
+    config = models.load_config(ref)
+    quantize_plan.check_fit(rf, config, ref.name)
+    cal = rf.spec.calibration
+    updates = {}
+    if ref.source == "tiny":
+        updates = {k: min(getattr(cal, k), cap) for k, cap in TINY_CALIBRATION_CAP.items()}
+    if num_samples is not None:
+        updates["num_samples"] = num_samples
+    if max_seq_length is not None:
+        updates["max_seq_length"] = max_seq_length
+    cal = cal.model_copy(update=updates)
+    return Job(ref=ref, config=config, recipe=rf, calibration=cal, rundir=RunDir(ref.name, rf.name))
+
+
+def needs_data(job: Job) -> bool:
+    return job.calibration.num_samples > 0
+
+
+def plan(job: Job) -> dict:
+    cal = job.calibration
+    calibration = {
+        "dataset": cal.dataset,
+        "split": cal.split,
+        "samples": cal.num_samples,
+        "max_seq_length": cal.max_seq_length,
+    }
+    model = {"name": job.ref.name, "id": job.ref.hub_id or job.ref.load_id}
+    return quantize_plan.build(job.recipe, job.config, model, calibration, environment.gpus())
+
+
+def load_inputs(job: Job) -> None:
+    """Materialize the model (build / download) and the calibration text; still no run dir."""
+    recipe.check_modifiers(job.recipe)
+    job.model_path, job.model_identity = models.materialize(job.ref)
+    if needs_data(job):
+        tokenizer = None
+        if job.calibration.chat_template:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(job.model_path)
+        job.texts = data.load_texts(job.calibration, tokenizer)
+
+
+def run(job: Job, force: bool = False) -> tuple[dict, bool]:
+    inputs = {
+        "model": job.model_identity,
+        "recipe_sha256": job.recipe.sha256,
+        "data": {
+            **job.texts.description,
+            "sha256": job.texts.fingerprint,
+            "max_seq_length": job.calibration.max_seq_length,
+        }
+        if job.texts
+        else None,
+        "libraries": environment.library_versions(LIBRARIES),
+    }
+    with job.rundir.lock():
+        return run_stage(
+            job.rundir,
+            job.header,
+            STAGE,
+            inputs,
+            {"artifact": ARTIFACT},
+            lambda: _quantize(job),
+            force=force,
+        )
+
+
+def _quantize(job: Job) -> dict:
+    from pipeline.artifact import size_metrics
+    from pipeline.fsutil import staging_dir
+
+    steps = progress.bar(total=3, desc=f"quantize {job.ref.name} × {job.recipe.name}", unit="step")
+    with staging_dir(job.rundir.path / ARTIFACT) as out:
+        _oneshot(job, out, steps)
+        steps.set_postfix_str("measuring", refresh=False)
+        metrics = size_metrics(out, job.model_path, job.recipe.scheme())
+        steps.update()
+    steps.close()
+    metrics["peak_rss_bytes"] = environment.peak_rss_bytes()
+    metrics["calibration_samples"] = len(job.texts.texts) if job.texts else 0
+    return metrics
+
+
+def _oneshot(job: Job, out: Path, steps) -> None:
+    import torch
+    from llmcompressor import oneshot
+    from llmcompressor.logger import LoggerConfig, configure_logger
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pipeline.compat import patch_llmcompressor_for_cpu
+
+    # The recipe check imported llm-compressor with its logs off; a run shows them (and
+    # GPTQ needs the METRIC log level that only an enabled configuration registers).
+    configure_logger(LoggerConfig())
+    patch_llmcompressor_for_cpu()
+    steps.set_postfix_str("loading model", refresh=False)
+    # Into CPU RAM: llm-compressor's sequential pipeline onloads one layer at a time to the GPU.
+    # Without a GPU, calibrate in float32 (torch 2.13's bf16 matmuls are ~7x slower than fp32
+    # on CPU) and cast back to the checkpoint's dtype before saving: the same bytes result.
+    on_cpu = not torch.accelerator.is_available()
+    model = AutoModelForCausalLM.from_pretrained(
+        job.model_path, dtype=torch.float32 if on_cpu else "auto"
+    )
+    saved_dtype = _checkpoint_dtype(job.config)
+    tokenizer = AutoTokenizer.from_pretrained(job.model_path)
+    steps.update()
+    kwargs = {}
+    if job.texts:
+        kwargs = {
+            "dataset": _tokenized(job, tokenizer),
+            "num_calibration_samples": len(job.texts.texts),
+            "max_seq_length": job.calibration.max_seq_length,
+            "shuffle_calibration_samples": False,  # already shuffled with the recipe's seed
+        }
+    steps.set_postfix_str("calibrating + quantizing", refresh=False)
+    torch.manual_seed(job.calibration.seed)
+    oneshot(model=model, recipe=job.recipe.quantization_yaml(), **kwargs)
+    steps.update()
+    steps.set_postfix_str("saving", refresh=False)
+    if on_cpu and saved_dtype != torch.float32:
+        model.to(saved_dtype)
+        model.config.dtype = saved_dtype
+    model.save_pretrained(out, save_compressed=True)
+    tokenizer.save_pretrained(out)
+
+
+def _checkpoint_dtype(config: dict):
+    import torch
+
+    name = str(config.get("dtype") or config.get("torch_dtype") or "bfloat16")
+    return getattr(torch, name.removeprefix("torch."), torch.bfloat16)
+
+
+def _tokenized(job: Job, tokenizer):
+    from datasets import Dataset
+
+    chat = job.calibration.chat_template
+    enc = tokenizer(
+        job.texts.texts,
+        max_length=job.calibration.max_seq_length,
+        truncation=True,
+        add_special_tokens=not chat,  # a chat template already starts with BOS
+    )
+    return Dataset.from_dict(
+        {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+    )

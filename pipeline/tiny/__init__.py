@@ -1,0 +1,1 @@
+"""tiny-llama: a small Llama the project trains itself, offline, from Python's own text."""

@@ -1,0 +1,85 @@
+import pytest
+
+from pipeline import recipe
+from pipeline.errors import UserError
+
+from .conftest import cli
+
+
+@pytest.mark.parametrize("name", recipe.shipped())
+def test_every_shipped_recipe_loads_and_builds_llmcompressor_modifiers(name):
+    rf = recipe.load(name)
+    recipe.check_modifiers(rf)  # raises on an unknown modifier or argument
+    assert rf.scheme() is not None
+    assert "lm_head" in rf.ignored()
+    first_line = rf.text.splitlines()[0]
+    assert first_line.startswith("# make quantize") and f"RECIPE={name}" in first_line
+
+
+def test_the_five_required_recipes_ship_with_their_schemes():
+    schemes = {name: recipe.load(name).scheme().name for name in recipe.shipped()}
+    assert schemes == {
+        "fp8": "FP8_DYNAMIC",
+        "awq": "W4A16_ASYM",
+        "gptq": "W4A16",
+        "int8": "W8A8",
+        "w4a16-rtn": "W4A16",
+    }
+    mods = {name: [m for m, _ in recipe.load(name).modifiers()] for name in schemes}
+    assert mods["awq"] == ["AWQModifier", "QuantizationModifier"]
+    assert mods["int8"] == ["SmoothQuantModifier", "GPTQModifier"]
+    assert mods["w4a16-rtn"] == ["QuantizationModifier"]
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+GOOD = """description: test
+quantization:
+  quant_stage:
+    quant_modifiers:
+      GPTQModifier: {targets: [Linear], scheme: W4A16}
+"""
+
+
+def test_unknown_pipeline_key_names_file_key_and_line(tmp_path):
+    path = _write(tmp_path, GOOD + "calibration:\n  num_sample: 3\n")
+    with pytest.raises(UserError) as e:
+        recipe.load(path)
+    msg = str(e.value)
+    assert "mine.yaml:7" in msg and "unknown key 'calibration.num_sample'" in msg
+    assert "num_samples" in msg  # the valid keys are listed
+
+
+def test_unknown_llmcompressor_argument_is_rejected_before_any_weights(tmp_path):
+    path = _write(tmp_path, GOOD.replace("scheme: W4A16", "scheme: W4A16, dampning_frac: 0.1"))
+    with pytest.raises(UserError, match="unknown key 'dampning_frac'"):
+        recipe.check_modifiers(recipe.load(path))
+
+
+def test_stage_keys_llmcompressor_would_silently_skip_are_rejected(tmp_path):
+    path = _write(tmp_path, GOOD.replace("quant_stage", "quant"))
+    with pytest.raises(UserError, match="_stage"):
+        recipe.load(path)
+
+
+def test_malformed_yaml_reports_the_line(tmp_path):
+    path = _write(tmp_path, "description: x\nquantization:\n  a: [1,\n  b: 2\n")
+    with pytest.raises(UserError, match=r"mine.yaml:\d+: malformed YAML"):
+        recipe.load(path)
+
+
+def test_unknown_recipe_lists_the_valid_names():
+    with pytest.raises(UserError) as e:
+        recipe.load("nope")
+    assert all(name in str(e.value) for name in recipe.shipped())
+
+
+def test_recipes_command_prints_one_line_per_recipe(tmp_path):
+    result = cli("recipes", runs=tmp_path)
+    assert result.returncode == 0
+    lines = result.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines] == recipe.shipped()
