@@ -16,7 +16,7 @@ HAS_CUDA   := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/d
 SERVE_REQS := requirements/serve-$(if $(HAS_CUDA),cuda,cpu).txt
 RUN        := $(VENV)/bin/python -m pipeline
 
-.PHONY: setup quantize recipes models test test-fast lint clean
+.PHONY: setup quantize eval recipes models test test-fast lint clean
 
 setup: $(VENV)/.installed $(SERVE_VENV)/.installed
 
@@ -45,6 +45,9 @@ endif
 
 quantize: $(VENV)/.installed
 	$(RUN) quantize --model $(MODEL) --recipe $(RECIPE) $(ARGS)
+
+eval: $(VENV)/.installed
+	$(RUN) eval --model $(MODEL) --recipe $(RECIPE) $(ARGS)
 
 recipes: $(VENV)/.installed
 	$(RUN) recipes

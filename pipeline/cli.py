@@ -47,6 +47,14 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--dry-run", action="store_true", help="print the plan; load no weights")
     q.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
     q.set_defaults(func=cmd_quantize)
+
+    e = sub.add_parser("eval", help="quality drift vs the original (quantizes first if needed)")
+    e.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
+    e.add_argument("--recipe", default="fp8", help="recipe name or path to a .yaml")
+    e.add_argument("--revision", help="hub revision (branch, tag or commit)")
+    e.add_argument("--backend", choices=["hf", "vllm"], help="default: the recipe's eval.backend")
+    e.add_argument("--force", action="store_true", help="redo the evaluation even if cached")
+    e.set_defaults(func=cmd_eval)
     return p
 
 
@@ -69,6 +77,34 @@ def cmd_models(args) -> int:
     print(f"{models.TINY:<12} embedded: trained here from Python's own docs (default)")
     for alias, hub_id in models.ALIASES.items():
         print(f"{alias:<12} {hub_id}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from pipeline.stages import eval as eval_stage
+    from pipeline.stages import quantize
+    from pipeline.tables import eval_table
+
+    job = quantize.prepare(args.model, args.recipe, revision=args.revision)
+    ejob = eval_stage.prepare(job, args.backend)
+    quantize.load_inputs(job)
+    quantize.run(job)  # cached unless its inputs changed
+    entry, cached = eval_stage.run(ejob, force=args.force)
+    results = eval_stage.load_results(ejob)
+    # Gates are checked against the recipe as it is now: editing them needs no re-evaluation.
+    results["gates"] = eval_stage.check_gates(ejob.settings, results["splits"]["heldout"])
+    state = f"cached (since {entry['ended']}; --force redoes it)" if cached else "done"
+    print(
+        f"eval {job.ref.name} × {job.recipe.name}: {state}; backend {results['backend']} "
+        f"({results['dtype']}), reference top-{results['top_k']}"
+    )
+    print(eval_table(results))
+    print(f"  results   {ejob.folder / 'results.json'}")
+    if not results["gates"]["passed"]:
+        failed = [c for c in results["gates"]["checks"] if not c["passed"]]
+        names = ", ".join(f"{c['gate']} ({c['value']:.4g} vs {c['limit']:g})" for c in failed)
+        print(f"error: eval gate failed: {names}", file=sys.stderr)
+        return 1
     return 0
 
 

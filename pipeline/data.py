@@ -33,7 +33,7 @@ class TextSet:
 
 def load_texts(cal: Calibration, tokenizer=None) -> TextSet:
     """`cal.num_samples` texts (fewer if the source has fewer), shuffled with `cal.seed`."""
-    rows, source = _load_rows(cal)
+    rows, source = _load_rows(cal.dataset, cal.config_name, cal.split)
     column = "messages" if cal.chat_template else cal.text_column
     if column not in rows.column_names:
         have = ", ".join(rows.column_names)
@@ -66,25 +66,35 @@ def _render(value, chat: bool, tokenizer) -> str:
     return tokenizer.apply_chat_template(value, tokenize=False)
 
 
-def _load_rows(cal: Calibration):
+def load_all(dataset: str, config_name: str | None, split: str, column: str) -> list[str]:
+    """Every non-empty text of a split, in order (evaluation reads a fixed token budget)."""
+    rows, source = _load_rows(dataset, config_name, split)
+    if column not in rows.column_names:
+        have = ", ".join(rows.column_names)
+        raise UserError(f"data {source}: no column '{column}' (columns: {have})")
+    texts = [t.strip() for t in rows[column] if isinstance(t, str) and t.strip()]
+    if not texts:
+        raise UserError(f"data {source}: no non-empty text in column '{column}'")
+    return texts
+
+
+def _load_rows(dataset: str, config_name: str | None, split: str):
     import datasets
 
     datasets.disable_progress_bars()
-    if cal.dataset == DEFAULT:
-        if cal.split not in corpus.SPLITS:
-            raise UserError(
-                f"calibration split '{cal.split}' of python-docs; valid: {', '.join(corpus.SPLITS)}"
-            )
-        texts = corpus.chunks(corpus.read_split(cal.split))
-        return datasets.Dataset.from_dict({"text": texts}), f"python-docs:{cal.split}"
-    path = Path(cal.dataset).expanduser()
-    if path.suffix in _LOADERS or path.exists() or cal.dataset.startswith((".", "/", "~")):
+    if dataset == DEFAULT:
+        if split not in corpus.SPLITS:
+            raise UserError(f"split '{split}' of python-docs; valid: {', '.join(corpus.SPLITS)}")
+        texts = corpus.chunks(corpus.read_split(split))
+        return datasets.Dataset.from_dict({"text": texts}), f"python-docs:{split}"
+    path = Path(dataset).expanduser()
+    if path.suffix in _LOADERS or path.exists() or dataset.startswith((".", "/", "~")):
         return _load_file(path), str(path)
     try:
-        rows = datasets.load_dataset(cal.dataset, cal.config_name, split=cal.split)
+        rows = datasets.load_dataset(dataset, config_name, split=split)
     except Exception as e:  # offline, unknown id, bad split: one line for the user
-        raise UserError(f"cannot load data set '{cal.dataset}': {first_line(e)}") from None
-    return rows, f"{cal.dataset}:{cal.split}"
+        raise UserError(f"cannot load data set '{dataset}': {first_line(e)}") from None
+    return rows, f"{dataset}:{split}"
 
 
 def _load_file(path: Path):

@@ -5,9 +5,10 @@ A recipe file is `recipes/<name>.yaml`, or any path to a .yaml file. Unknown key
 """
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -35,10 +36,33 @@ class Calibration(Strict):
     seed: int = 42
 
 
+class Gates(Strict):
+    """Pass/fail limits on the held-out split; unset = not checked."""
+
+    max_ppl_ratio: float | None = Field(None, gt=0, description="quantized / original perplexity")
+    max_mean_kl: float | None = Field(None, ge=0, description="mean KL(original ‖ quantized)")
+    min_same_top_pct: float | None = Field(None, ge=0, le=100, description="same top token, %")
+
+
+class EvalSettings(Strict):
+    """Quality drift vs the original model (see pipeline/stages/eval.py)."""
+
+    dataset: str = Field("python-docs", description="held-out text: python-docs, file or hub id")
+    config_name: str | None = None
+    split: str = "heldout"
+    text_column: str = "text"
+    context_length: int = Field(512, gt=1)
+    max_tokens: int = Field(16384, gt=0, description="token budget per split")
+    top_k: int = Field(32, gt=0, description="reference log-probs kept per token")
+    backend: Literal["auto", "hf", "vllm"] = "auto"
+    gates: Gates = Gates()
+
+
 class Recipe(Strict):
     description: str
     quantization: dict[str, Any] = Field(description="llm-compressor recipe (stages → modifiers)")
     calibration: Calibration = Calibration()
+    eval: EvalSettings = EvalSettings()
 
     @field_validator("quantization")
     @classmethod
@@ -65,6 +89,11 @@ class RecipeFile:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def section_sha256(self, *sections: str) -> str:
+        """Hash of some sections only: editing eval gates must not invalidate a quantization."""
+        data = self.spec.model_dump(include=set(sections))
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
     def modifiers(self) -> list[tuple[str, dict]]:
         """(ModifierName, arguments) in order, across all stages."""
@@ -169,7 +198,10 @@ def _explain(shown: str, text: str, error: ValidationError) -> str:
     line = _line_of(text, loc)
     where = f"{shown}:{line}" if line else shown
     if first["type"] == "extra_forbidden":
-        model = Recipe if len(loc) == 1 else Recipe.model_fields[str(loc[0])].annotation
+        model = Recipe
+        for key in loc[:-1]:  # the pydantic model that holds the unknown key
+            model = getattr(model, "model_fields", {}).get(str(key))
+            model = model.annotation if model else None
         valid = ", ".join(getattr(model, "model_fields", {}))
         return f"{where}: unknown key '{dotted}' (valid here: {valid})"
     if first["type"] == "missing":

@@ -1,5 +1,6 @@
 """Bad input: one line on stderr, exit code 2, nothing created under RUNS_DIR."""
 
+import os
 import subprocess
 
 import pytest
@@ -82,8 +83,11 @@ def test_bad_input_is_one_line_exit_2_and_leaves_no_run(tmp_path, case, tiny_mod
 
 
 def test_make_quantize_with_unknown_recipe_exits_2():
+    # Under `make test`, the parent make's command-line variables (ARGS=…) would leak in.
+    leaks = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "ARGS", "MODEL", "RECIPE")
+    env = {k: v for k, v in os.environ.items() if k not in leaks}
     result = subprocess.run(
-        ["make", "-s", "quantize", "RECIPE=nope"], cwd=REPO, capture_output=True, text=True
+        ["make", "-s", "quantize", "RECIPE=nope"], cwd=REPO, capture_output=True, text=True, env=env
     )
     assert result.returncode == 2
     assert "error: unknown recipe 'nope'" in result.stderr

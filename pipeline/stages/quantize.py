@@ -104,7 +104,7 @@ def load_inputs(job: Job) -> None:
 def run(job: Job, force: bool = False) -> tuple[dict, bool]:
     inputs = {
         "model": job.model_identity,
-        "recipe_sha256": job.recipe.sha256,
+        "recipe_sha256": job.recipe.section_sha256("quantization", "calibration"),
         "data": {
             **job.texts.description,
             "sha256": job.texts.fingerprint,

@@ -1,0 +1,4 @@
+"""Evaluation backends: each yields next-token log-probabilities for windows of token ids.
+
+hf    transformers in the main env: the exact reference (float32 on CPU)
+"""

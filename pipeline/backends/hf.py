@@ -1,0 +1,34 @@
+"""Log-probabilities from transformers (main env). Loads compressed-tensors checkpoints too."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+NAME = "hf"
+
+
+def load(model_dir: Path):
+    from transformers import AutoModelForCausalLM
+
+    gpu = torch.cuda.is_available()
+    # float32 on CPU: exact, and faster than bf16 there; the checkpoint's dtype on GPU.
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir,
+        dtype="auto" if gpu else torch.float32,
+        device_map="auto" if gpu else None,
+    )
+    return model.eval()
+
+
+def logprobs(model, windows: torch.Tensor, batch_size: int = 4) -> Iterator[torch.Tensor]:
+    """Per window: [context − 1, vocab] float32 log-probs of the next token at each position."""
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        for batch in windows.split(batch_size):
+            logits = model(input_ids=batch.to(device)).logits[:, :-1].float()
+            yield from torch.log_softmax(logits, dim=-1).cpu()
+
+
+def describe(model) -> dict:
+    return {"backend": NAME, "dtype": str(next(model.parameters()).dtype).removeprefix("torch.")}
