@@ -26,26 +26,37 @@ def bytes_per_token(ref: dict[str, torch.Tensor]) -> float:
     return sum(t.numel() * t.element_size() for t in ref.values()) / n
 
 
-def load_or_build(folder: Path, name: str, build) -> tuple[dict, bool]:
-    """(reference, was_cached). `build()` returns the reference dict when it is missing."""
-    path = folder / f"{name}.pt"
+def lock(folder: Path):
     folder.mkdir(parents=True, exist_ok=True)
-    with waiting_lock(folder / f".{name}.lock"):
-        if path.is_file():
-            return torch.load(path), True
-        ref = build()
-        tmp = path.with_suffix(f".tmp-{os.getpid()}")
-        torch.save(ref, tmp)
-        os.replace(tmp, path)
-    return ref, False
+    return waiting_lock(folder / ".lock")
 
 
-def compute(backend, model, windows: torch.Tensor, top_k: int, desc: str) -> dict:
-    parts = []
-    targets = windows[:, 1:]
-    bar = progress.bar(total=len(windows), desc=desc, unit="window")
-    for i, logp in enumerate(backend.logprobs(model, windows)):
-        parts.append(drift.compact(logp, targets[i], top_k))
+def load(folder: Path, name: str) -> dict | None:
+    path = folder / f"{name}.pt"
+    return torch.load(path) if path.is_file() else None
+
+
+def save(folder: Path, name: str, ref: dict) -> None:
+    path = folder / f"{name}.pt"
+    tmp = path.with_suffix(f".tmp-{os.getpid()}")
+    torch.save(ref, tmp)
+    os.replace(tmp, path)
+
+
+def stream(backend, model, groups: list[torch.Tensor], desc: str):
+    """(group index, window index, log-probs) over several window sets in one backend call:
+    vLLM starts once per model, not once per split."""
+    sizes = [len(g) for g in groups]
+    bar = progress.bar(total=sum(sizes), desc=desc, unit="window")
+    owners = [(g, i) for g, n in enumerate(sizes) for i in range(n)]
+    for (g, i), logp in zip(owners, backend.logprobs(model, torch.cat(groups)), strict=True):
+        yield g, i, logp
         bar.update()
     bar.close()
-    return drift.concat(parts)
+
+
+def compute(backend, model, groups: list[torch.Tensor], top_k: int) -> list[dict]:
+    parts: list[list[dict]] = [[] for _ in groups]
+    for g, i, logp in stream(backend, model, groups, "reference (original model)"):
+        parts[g].append(drift.compact(logp, groups[g][i, 1:], top_k))
+    return [drift.concat(p) for p in parts]

@@ -41,11 +41,31 @@ class EvalJob:
 
 
 def prepare(qjob: quantize.Job, backend: str | None = None) -> EvalJob:
+    """Backend "auto": vLLM where the serving env exists and can run the scheme, else hf."""
+    from pipeline.backends import vllm
+
     settings = qjob.recipe.spec.eval
     chosen = backend or settings.backend
-    if chosen == "vllm":
-        raise UserError("eval backend 'vllm' is not available yet; use --backend hf")
-    return EvalJob(quantize=qjob, settings=settings, backend="hf")
+    scheme = qjob.recipe.scheme()
+    four_bit = bool(scheme and scheme.weight_bits == 4)
+    if chosen == "auto":
+        usable = vllm.available() and (not four_bit or vllm.capabilities()["w4a16"])
+        chosen = "vllm" if usable else "hf"
+    elif chosen == "vllm":
+        if not vllm.available():
+            raise UserError("eval backend vllm needs the serving env (.venv-serve): make setup")
+        if four_bit and not vllm.capabilities()["w4a16"]:
+            raise UserError(
+                f"this host's vLLM cannot run {scheme.name} (its AVX2 CPU kernels have no W4A16 "
+                "GEMM; needs AVX-512 or a GPU); use --backend hf"
+            )
+    return EvalJob(quantize=qjob, settings=settings, backend=chosen)
+
+
+def _backend(name: str):
+    from pipeline.backends import hf, vllm
+
+    return {"hf": hf, "vllm": vllm}[name]
 
 
 def split_texts(job: EvalJob, split: str) -> list[str]:
@@ -96,60 +116,54 @@ def run(job: EvalJob, force: bool = False) -> tuple[dict, bool]:
 
 
 def _evaluate(job: EvalJob, windows: dict, keys: dict) -> dict:
-    from pipeline.backends import hf as backend
-
+    backend = _backend(job.backend)
     s = job.settings
-    refs, cached = {}, {}
-    original = None
-    for split, w in windows.items():
-
-        def build(w=w, split=split):
-            nonlocal original
-            original = original or backend.load(job.quantize.model_path)
-            return reference.compute(backend, original, w, s.top_k, f"reference {split}")
-
-        refs[split], cached[split] = reference.load_or_build(
-            job.reference_dir, f"{split}-{keys[split]}", build
-        )
-    del original
+    splits = list(windows)
+    names = {split: f"{split}-{keys[split]}" for split in splits}
+    with reference.lock(job.reference_dir):
+        refs = {split: reference.load(job.reference_dir, names[split]) for split in splits}
+        missing = [split for split in splits if refs[split] is None]
+        if missing:
+            original = backend.load(job.quantize.model_path)
+            built = reference.compute(backend, original, [windows[x] for x in missing], s.top_k)
+            del original
+            for split, ref in zip(missing, built, strict=True):
+                reference.save(job.reference_dir, names[split], ref)
+                refs[split] = ref
     model = backend.load(job.quantize.rundir.path / quantize.ARTIFACT)
-    splits = {}
-    for split, w in windows.items():
-        tokens = _score(backend, model, w, refs[split], f"eval {split}")
-        splits[split] = {
-            **drift.summarize(tokens),
-            "windows": len(w),
+    tokens = _score(backend, model, [windows[x] for x in splits], [refs[x] for x in splits])
+    summary = {}
+    for split, toks in zip(splits, tokens, strict=True):
+        summary[split] = {
+            **drift.summarize(toks),
+            "windows": len(windows[split]),
             "context_length": s.context_length,
             "reference_bytes_per_token": reference.bytes_per_token(refs[split]),
-            "reference_cached": cached[split],
+            "reference_cached": split not in missing,
         }
     results = {
         "model": job.quantize.ref.name,
         "recipe": job.quantize.recipe.name,
         **backend.describe(model),
         "top_k": s.top_k,
-        "splits": splits,
-        "gates": check_gates(s, splits["heldout"]),
+        "splits": summary,
+        "gates": check_gates(s, summary["heldout"]),
     }
     with staging_dir(job.folder) as tmp:
         write_json_atomic(tmp / "results.json", results)
-    return {"splits": splits, "gates": results["gates"], "backend": job.backend}
+    return {"splits": summary, "gates": results["gates"], "backend": job.backend}
 
 
-def _score(backend, model, windows, ref, desc) -> dict:
-    from pipeline import progress
-
-    parts, start = [], 0
-    targets = windows[:, 1:]
-    bar = progress.bar(total=len(windows), desc=desc, unit="window")
-    for i, logq in enumerate(backend.logprobs(model, windows)):
+def _score(backend, model, groups: list, refs: list[dict]) -> list[dict]:
+    """Per-token drift of `model` against each group's reference, in one backend call."""
+    parts: list[list[dict]] = [[] for _ in groups]
+    offsets = [0] * len(groups)
+    for g, i, logq in reference.stream(backend, model, groups, "eval (quantized model)"):
         n = logq.shape[0]
-        piece = {k: v[start : start + n] for k, v in ref.items()}
-        parts.append(drift.per_token(piece, logq, targets[i]))
-        start += n
-        bar.update()
-    bar.close()
-    return drift.concat(parts)
+        piece = {k: v[offsets[g] : offsets[g] + n] for k, v in refs[g].items()}
+        parts[g].append(drift.per_token(piece, logq, groups[g][i, 1:]))
+        offsets[g] += n
+    return [drift.concat(p) for p in parts]
 
 
 def check_gates(settings: EvalSettings, heldout: dict) -> dict:
