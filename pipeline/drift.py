@@ -72,7 +72,9 @@ def summarize(tokens: dict[str, torch.Tensor]) -> dict:
         "ppl_ratio_se": (ppl_q / ppl_p) * _se(nll_q - nll_p),
         "kl_mean": kl.mean().item(),
         "kl_mean_se": _se(kl),
-        **{f"kl_p{str(p).replace('.', '_')}": q for p, q in zip(PERCENTILES, quantiles)},  # noqa: B905
+        **dict(
+            zip((f"kl_p{str(p).replace('.', '_')}" for p in PERCENTILES), quantiles, strict=True)
+        ),
         "kl_max": kl.max().item(),
         "same_top_pct": same_pct,
         "same_top_pct_se": 100 * math.sqrt(max(same_pct / 100 * (1 - same_pct / 100), 0) / n),

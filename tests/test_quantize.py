@@ -135,11 +135,11 @@ def test_killed_run_leaves_nothing_that_looks_finished(tmp_path, tiny_model):
 
 @pytest.fixture(scope="session")
 def vllm_caps() -> dict:
-    if not SERVE_PYTHON.exists():
+    from pipeline.backends import vllm
+
+    if not vllm.available():
         pytest.skip("serving env not built (make setup)")
-    script = REPO / "pipeline" / "vllm_scripts" / "capabilities.py"
-    out = subprocess.run([str(SERVE_PYTHON), str(script)], capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return vllm.capabilities()
 
 
 @pytest.mark.parametrize("name", ["fp8", "int8", "gptq", "awq"])
