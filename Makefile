@@ -16,7 +16,7 @@ HAS_CUDA   := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/d
 SERVE_REQS := requirements/serve-$(if $(HAS_CUDA),cuda,cpu).txt
 RUN        := $(VENV)/bin/python -m pipeline
 
-.PHONY: setup quantize eval recipes models test test-fast lint clean
+.PHONY: setup quantize eval serve run plan recipes models test test-fast lint clean
 
 setup: $(VENV)/.installed $(SERVE_VENV)/.installed
 
@@ -48,6 +48,19 @@ quantize: $(VENV)/.installed
 
 eval: $(VENV)/.installed
 	$(RUN) eval --model $(MODEL) --recipe $(RECIPE) $(ARGS)
+
+serve: setup
+	$(RUN) serve --model $(MODEL) --recipe $(RECIPE) $(ARGS)
+
+# quantize → eval → serve, each reused when cached
+run: setup
+	$(RUN) run --model $(MODEL) --recipe $(RECIPE) $(ARGS)
+
+# make plan MODEL=llama3-70b [RECIPE=gptq] [USERS=100 CONTEXT=4000 KV_DTYPE=fp8 GPU=H100-80GB]
+plan: $(VENV)/.installed
+	$(RUN) plan --model $(MODEL) $(if $(filter command line,$(origin RECIPE)),--recipe $(RECIPE)) \
+	  --users $(or $(USERS),100) --context $(or $(CONTEXT),4000) \
+	  $(if $(KV_DTYPE),--kv-dtype $(KV_DTYPE)) --gpu $(or $(GPU),H100-80GB) $(ARGS)
 
 recipes: $(VENV)/.installed
 	$(RUN) recipes

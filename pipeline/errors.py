@@ -15,3 +15,7 @@ def first_line(e: BaseException) -> str:
     """The first line of an exception from a library, for a one-line UserError."""
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+class ServerError(RuntimeError):
+    """A vLLM server that failed to start or died; the message carries its log's last lines."""

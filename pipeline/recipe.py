@@ -44,6 +44,19 @@ class Gates(Strict):
     min_same_top_pct: float | None = Field(None, ge=0, le=100, description="same top token, %")
 
 
+class TaskSpec(Strict):
+    """One lm-eval task, run on the original and the quantized model (after llm-compressor's
+    lm-eval tests: the quantized model must keep `recovery_threshold` of the original's score)."""
+
+    task: str = Field(description="lm-eval task name; local tasks live in evals/tasks/")
+    num_fewshot: int = Field(0, ge=0)
+    limit: int | None = Field(None, gt=0, description="first N documents only")
+    metric: str = Field("acc", description="lm-eval metric key, e.g. acc, acc_norm, exact_match")
+    recovery_threshold: float | None = Field(
+        0.95, gt=0, description="min quantized / original score; null = record only"
+    )
+
+
 class EvalSettings(Strict):
     """Quality drift vs the original model (see pipeline/stages/eval.py)."""
 
@@ -53,9 +66,32 @@ class EvalSettings(Strict):
     text_column: str = "text"
     context_length: int = Field(512, gt=1)
     max_tokens: int = Field(16384, gt=0, description="token budget per split")
-    top_k: int = Field(32, gt=0, description="reference log-probs kept per token")
+    reference_mass: float = Field(
+        0.99, gt=0, le=1, description="probability mass of the original kept per token"
+    )
+    reference_max_k: int = Field(4096, gt=0, description="at most this many tokens per position")
     backend: Literal["auto", "hf", "vllm"] = "auto"
+    tasks: list[TaskSpec] = Field(default_factory=list, description="lm-eval tasks (optional)")
     gates: Gates = Gates()
+
+
+class ServeSettings(Strict):
+    """vLLM serving measurement (see pipeline/stages/serve.py); the CLI can override each."""
+
+    input_len: int = Field(128, gt=0, description="random prompt tokens per request")
+    output_len: int = Field(64, gt=0, description="generated tokens per request (EOS ignored)")
+    concurrency: list[int] = Field([1, 4, 16], min_length=1, description="max concurrency sweep")
+    num_prompts: int = Field(32, gt=0, description="requests per level (at least 2 × concurrency)")
+    max_model_len: int | None = Field(None, gt=0, description="default: the model's, ≤ 4096")
+    tensor_parallel_size: int = Field(1, gt=0)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    dtype: str = "auto"
+    kv_cache_dtype: str = Field("auto", description="auto | fp8 | fp8_e4m3 | fp8_e5m2")
+    enforce_eager: bool = Field(False, description="no CUDA graphs / torch.compile (faster start)")
+    cpu_kvcache_space_gib: float = Field(1, gt=0, description="CPU only: VLLM_CPU_KVCACHE_SPACE")
+    cpu_omp_threads_bind: str | None = Field(None, description="CPU: VLLM_CPU_OMP_THREADS_BIND")
+    startup_timeout_s: int = Field(900, gt=0)
+    seed: int = 0
 
 
 class Recipe(Strict):
@@ -63,6 +99,7 @@ class Recipe(Strict):
     quantization: dict[str, Any] = Field(description="llm-compressor recipe (stages → modifiers)")
     calibration: Calibration = Calibration()
     eval: EvalSettings = EvalSettings()
+    serve: ServeSettings = ServeSettings()
 
     @field_validator("quantization")
     @classmethod

@@ -1,8 +1,9 @@
 """The original model's compact outputs on a token set, computed once and cached.
 
-Stored per (model, windows, top-k, backend) under runs/<model>/original/reference/ as a
-torch file of the columns pipeline.drift.compact makes: k × (4 + 4) + 8 bytes per token
-(k = 32: 264 bytes/token; llama.cpp's full logits for Llama 3 take 128,256 × 4 ≈ 513 KB/token).
+Stored per (model, windows, kept mass, backend) under runs/<model>/original/reference/ as a
+torch file of the columns pipeline.drift.compact makes: k × (2 or 4 + 4) + 12 bytes per token,
+k the tokens kept at that position (llama.cpp's full logits for Llama 3 take 128,256 × 4 ≈
+513 KB/token). tiny-llama is very flat (entropy ~6 nats): it keeps ~2,550 of 4,096 tokens.
 """
 
 import os
@@ -12,13 +13,17 @@ import torch
 
 from pipeline import drift, progress
 from pipeline.fsutil import sha256_json, waiting_lock
+from pipeline.recipe import EvalSettings
+
+FORMAT = "mass-v2"  # bump when the stored columns change: old references are then ignored
 
 
-def key(model_identity: dict, windows: torch.Tensor, top_k: int, backend: str) -> str:
+def key(model_identity: dict, windows: torch.Tensor, settings: EvalSettings, backend: str) -> str:
     import hashlib
 
     tokens = hashlib.sha256(windows.numpy().tobytes()).hexdigest()
-    return sha256_json([model_identity, tokens, list(windows.shape), top_k, backend])[:16]
+    kept = [settings.reference_mass, settings.reference_max_k]
+    return sha256_json([FORMAT, model_identity, tokens, list(windows.shape), kept, backend])[:16]
 
 
 def bytes_per_token(ref: dict[str, torch.Tensor]) -> float:
@@ -55,8 +60,9 @@ def stream(backend, model, groups: list[torch.Tensor], desc: str):
     bar.close()
 
 
-def compute(backend, model, groups: list[torch.Tensor], top_k: int) -> list[dict]:
+def compute(backend, model, groups: list[torch.Tensor], settings: EvalSettings) -> list[dict]:
+    mass, max_k = settings.reference_mass, settings.reference_max_k
     parts: list[list[dict]] = [[] for _ in groups]
     for g, i, logp in stream(backend, model, groups, "reference (original model)"):
-        parts[g].append(drift.compact(logp, groups[g][i, 1:], top_k))
+        parts[g].append(drift.compact(logp, groups[g][i, 1:], mass, max_k))
     return [drift.concat(p) for p in parts]

@@ -53,3 +53,11 @@ def run_stage(
 def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split()) or type(e).__name__
     return f"{type(e).__name__}: {text}"[:500]
+
+
+def run_in_rundir(
+    job, stage: str, inputs: dict, outputs: dict[str, str], work: Callable[[], dict], force: bool
+) -> tuple[dict, bool]:
+    """run_stage for a stage after quantize, in the quantize job's run dir, holding its lock."""
+    with job.rundir.lock():
+        return run_stage(job.rundir, job.header, stage, inputs, outputs, work, force=force)

@@ -11,9 +11,11 @@ def eval_table(results: dict) -> str:
         lines.append(
             f"{split:<12} {m['tokens']:>7} {m['ppl_original']:>9.2f} {m['ppl_quantized']:>10.2f} "
             f"{m['ppl_ratio']:>6.4f}±{m['ppl_ratio_se']:.4f} "
-            f"{m['kl_mean']:>8.5f}±{m['kl_mean_se']:.5f} {m['kl_p99']:>8.4f} {m['kl_max']:>7.3f} "
+            f"{m['kl_mean']:>9.2e}±{m['kl_mean_se']:.1e} {m['kl_p99']:>8.4f} {m['kl_max']:>7.3f} "
             f"{m['same_top_pct']:>7.2f}±{m['same_top_pct_se']:.2f}  {m['rms_dp_pct']:>8.3f}"
         )
+    if results.get("tasks"):
+        lines.append(task_table(results["tasks"]))
     checks = results["gates"]["checks"]
     if checks:
         marks = [
@@ -22,3 +24,98 @@ def eval_table(results: dict) -> str:
         ]
         lines.append("gates (heldout): " + ", ".join(marks))
     return "\n".join(lines)
+
+
+def task_table(rows: list[dict]) -> str:
+    lines = [
+        f"{'task (lm-eval)':<24} {'metric':<10} {'n':>5} {'original':>14} {'quantized':>14} "
+        f"{'recovery':>9}"
+    ]
+    for r in rows:
+        recovery = f"{100 * r['recovery']:.1f}%" if r["recovery"] is not None else "n/a"
+        lines.append(
+            f"{r['task']:<24} {r['metric']:<10} {r['samples'] or '':>5} "
+            f"{_score(r['original'], r['original_stderr']):>14} "
+            f"{_score(r['quantized'], r['quantized_stderr']):>14} {recovery:>9}"
+        )
+    return "\n".join(lines)
+
+
+def _score(value: float, stderr: float | None) -> str:
+    return f"{value:.4f}±{stderr:.4f}" if stderr is not None else f"{value:.4f}"
+
+
+def serve_table(results: dict) -> str:
+    """Memory and, per concurrency, throughput and latency: original, quantized, ratio."""
+    c = results["comparison"]
+    q, o = results["quantized"], results["original"]
+    lines = [f"{'memory':<26} {'original':>14} {'quantized':>14} {'ratio':>8}"]
+    rows = [
+        ("checkpoint (MiB)", "checkpoint_bytes", 1 / 2**20),
+        ("weights in vLLM (GiB)", "weights_gib", 1.0),
+        ("KV cache (tokens)", "kv_cache_tokens", 1.0),
+        (f"max concurrency @ {q['max_model_len']:,}", "max_concurrency", 1.0),
+    ]
+    for label, key, scale in rows:
+        pair = c["memory"][key]
+        lines.append(
+            f"{label:<26} {_num(pair['original'], scale):>14} {_num(pair['quantized'], scale):>14} "
+            f"{_x(pair['ratio']):>8}"
+        )
+    lines.append(
+        f"{'concurrency':>11} {'out tok/s orig':>15} {'quant':>9} {'ratio':>7} "
+        f"{'TTFT p50 ms':>12} {'ratio':>6} {'TTFT p99':>9} {'ratio':>6} "
+        f"{'ITL p50 ms':>11} {'ratio':>6} {'ITL p99':>8} {'ratio':>6}"
+    )
+    for row in c["levels"]:
+        cells = [f"{row['concurrency']:>11}"]
+        t = row["output_tok_s"]
+        cells.append(f"{t['original']:>15.1f} {t['quantized']:>9.1f} {_x(t['ratio']):>7}")
+        for key, width in (("ttft_median_ms", 12), ("ttft_p99_ms", 9), ("itl_median_ms", 11)):
+            cells.append(f"{row[key]['quantized']:>{width}.1f} {_x(row[key]['ratio']):>6}")
+        cells.append(f"{row['itl_p99_ms']['quantized']:>8.1f} {_x(row['itl_p99_ms']['ratio']):>6}")
+        lines.append(" ".join(cells))
+    lines.append(
+        f"  latencies shown are the quantized model's; ratio = quantized / original "
+        f"(throughput: higher is better; latency: lower). Original: {o['served_name']}."
+    )
+    return "\n".join(lines)
+
+
+def run_table(quality: dict, serving: dict) -> str:
+    """One table for `make run`: drift (held-out), memory and peak throughput vs the original."""
+    h = quality["splits"]["heldout"]
+    mem = serving["comparison"]["memory"]
+    top = max(serving["comparison"]["levels"], key=lambda r: r["concurrency"], default=None)
+    lines = [f"{serving['model']} × {serving['recipe']} vs the original"]
+    lines.append(f"  perplexity ratio      {h['ppl_ratio']:.4f} ± {h['ppl_ratio_se']:.4f}")
+    lines.append(f"  mean KL               {h['kl_mean']:.3g} ± {h['kl_mean_se']:.2g}")
+    lines.append(f"  same top token        {h['same_top_pct']:.2f}% ± {h['same_top_pct_se']:.2f}")
+    for t in quality.get("tasks", []):
+        lines.append(f"  {t['task'] + ' recovery':<21} {_pct(t['recovery'])}")
+    lines.append(f"  checkpoint            {_x(mem['checkpoint_bytes']['ratio'])} of the original")
+    lines.append(f"  KV cache capacity     {_x(mem['kv_cache_tokens']['ratio'])} the original's")
+    if top:
+        lines.append(
+            f"  output tok/s @ c={top['concurrency']:<4} {_x(top['output_tok_s']['ratio'])}; "
+            f"TTFT p50 {_x(top['ttft_median_ms']['ratio'])}; ITL p50 "
+            f"{_x(top['itl_median_ms']['ratio'])} (quantized / original)"
+        )
+    gates = "passed" if quality["gates"]["passed"] else "FAILED"
+    lines.append(f"  eval gates            {gates}")
+    return "\n".join(lines)
+
+
+def _num(value, scale: float) -> str:
+    if value is None:
+        return "n/a"
+    v = value * scale
+    return f"{v:,.0f}" if v >= 1000 else f"{v:,.2f}"
+
+
+def _x(ratio) -> str:
+    return f"{ratio:.3f}×" if ratio is not None else "n/a"
+
+
+def _pct(ratio) -> str:
+    return f"{100 * ratio:.1f}%" if ratio is not None else "n/a"

@@ -42,6 +42,10 @@ CASES = {
         ],
         "either `scheme` or `config_groups`",
     ),
+    "misspelled serve key": (
+        lambda t: ["--recipe", _variant(t, "  num_prompts: 32", "  num_prompt: 32")],
+        "unknown key 'serve.num_prompt'",
+    ),
     "malformed yaml": (
         lambda t: ["--recipe", _variant(t, "targets: [Linear]", "targets: [Linear")],
         "malformed YAML",
@@ -117,3 +121,23 @@ def test_dry_run_json_for_every_recipe_on_every_alias(tmp_path, name):
         plan = json.loads(result.stdout)
         ratio = plan["memory_bytes"]["artifact_estimate"] / plan["memory_bytes"]["weights_bf16"]
         assert 0.2 < ratio < 0.75
+
+
+SERVE_CASES = {
+    "settings out of range": (["--gpu-memory-utilization", "2"], "serve settings:"),
+    "bad concurrency list": (["--concurrency", "0,4"], "expected positive integers"),
+}
+
+
+@pytest.mark.parametrize("case", list(SERVE_CASES))
+def test_bad_serve_input_is_one_line_exit_2(tmp_path, case):
+    from pipeline.backends import vllm
+
+    if not vllm.available():
+        pytest.skip("serving env not built (make setup)")
+    args, message = SERVE_CASES[case]
+    result = cli("serve", "--recipe", "fp8", *args, runs=tmp_path / "runs")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert message in lines[0]

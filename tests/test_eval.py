@@ -1,6 +1,7 @@
 """Eval stage on tiny-llama with the hf backend: tables, caching, gates, known answers."""
 
 import json
+import re
 
 import pytest
 
@@ -11,13 +12,14 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="session")
 def evaluated(quantized, session_runs):
-    """evaluated(recipe) → (results dict, first CLI result), evaluating once per session."""
+    """evaluated(recipe) → (results dict, first CLI result), evaluating once per session.
+    All with the hf backend, so that comparisons between recipes compare only the recipes."""
     done = {}
 
     def get(recipe: str):
         if recipe not in done:
             quantized(recipe)
-            result = cli("eval", "--recipe", recipe, runs=session_runs)
+            result = cli("eval", "--recipe", recipe, "--backend", "hf", runs=session_runs)
             assert result.returncode in (0, 1), result.stderr[-3000:]
             path = session_runs / "tiny-llama" / recipe / "eval" / "results.json"
             done[recipe] = (json.loads(path.read_text()), result)
@@ -34,8 +36,20 @@ def test_eval_prints_both_splits_and_writes_json(evaluated, session_runs):
         m = results["splits"][split]
         assert m["tokens"] == 16863  # 33 windows × 511 scored tokens: the 16,384 budget, whole
         assert 0 <= m["kl_p50"] <= m["kl_p99"] <= m["kl_max"] and m["kl_mean_se"] > 0
-        assert 90 < m["same_top_pct"] <= 100 and m["reference_bytes_per_token"] == 264
-    assert results["gates"]["passed"] and len(results["gates"]["checks"]) == 3
+        assert 90 < m["same_top_pct"] <= 100
+        # tiny-llama is flat: 99% of p takes ~2,550 of its 4,096 tokens, still < a full row
+        assert m["reference"]["mass_kept_min"] >= 0.99
+        assert 1000 < m["reference"]["tokens_kept_mean"] < 4096
+        assert m["reference_bytes_per_token"] == pytest.approx(
+            6 * m["reference"]["tokens_kept_mean"] + 12
+        )
+    # gptq.yaml runs the local lm-eval task (evals/tasks/pydoc_word_order) on both models
+    (task,) = results["tasks"]
+    assert task["task"] == "pydoc_word_order" and task["samples"] == 200
+    assert 0.25 < task["original"] <= 1 and task["original_stderr"] > 0  # chance is 0.25
+    assert task["recovery"] == pytest.approx(task["quantized"] / task["original"])
+    assert "pydoc_word_order" in result.stdout and "recovery" in result.stdout
+    assert results["gates"]["passed"] and len(results["gates"]["checks"]) == 4
     manifest = json.loads((session_runs / "tiny-llama" / "gptq" / "manifest.json").read_text())
     assert manifest["stages"]["eval"]["status"] == "done"
     assert (
@@ -45,10 +59,12 @@ def test_eval_prints_both_splits_and_writes_json(evaluated, session_runs):
 
 def test_rerun_reuses_results_and_other_recipes_reuse_the_reference(evaluated, session_runs):
     evaluated("gptq")
-    again = cli("eval", "--recipe", "gptq", runs=session_runs)
+    again = cli("eval", "--recipe", "gptq", "--backend", "hf", runs=session_runs)
     assert again.returncode == 0 and "cached" in again.stdout
     results, _ = evaluated("w4a16-rtn")  # after gptq, same backend: the reference is on disk
     assert all(results["splits"][s]["reference_cached"] for s in ("heldout", "calibration"))
+    (task,) = evaluated("fp8")[0]["tasks"]  # same task: the original's score is on disk
+    assert task["original_cached"]
 
 
 def test_failed_gate_exits_1_and_names_it(tmp_path, quantized, session_runs):
@@ -57,12 +73,24 @@ def test_failed_gate_exits_1_and_names_it(tmp_path, quantized, session_runs):
         (REPO / "recipes" / "gptq.yaml")
         .read_text()
         .replace("min_same_top_pct: 85", "min_same_top_pct: 99.99")
+        .replace("recovery_threshold: 0.95", "recovery_threshold: 1.5")
     )
     strict = tmp_path / "gptq.yaml"  # same name: reuses the session's gptq run directory
     strict.write_text(text)
-    result = cli("eval", "--recipe", str(strict), runs=session_runs)
+    result = cli("eval", "--recipe", str(strict), "--backend", "hf", runs=session_runs)
     assert result.returncode == 1
     assert "eval gate failed: min_same_top_pct" in result.stderr
+    assert "pydoc_word_order recovery (" in result.stderr and "vs 1.5)" in result.stderr
+    assert "cached" in result.stdout  # thresholds are re-checked, not re-evaluated
+
+
+def test_unknown_lm_eval_task_is_a_user_error(tiny_model):
+    from pipeline import tasks
+    from pipeline.errors import UserError
+    from pipeline.recipe import TaskSpec
+
+    with pytest.raises(UserError, match="lm-eval task not found: no_such_task"):
+        tasks.scores(tiny_model, "hf", [TaskSpec(task="no_such_task")], "original")
 
 
 def test_original_against_itself_is_zero_kl(tiny_model):
@@ -71,12 +99,13 @@ def test_original_against_itself_is_zero_kl(tiny_model):
     from pipeline import drift, eval_data, reference
     from pipeline.backends import hf
     from pipeline.corpus import read_split
+    from pipeline.recipe import EvalSettings
     from pipeline.stages.eval import _score
 
     tok = AutoTokenizer.from_pretrained(tiny_model)
     windows = eval_data.windows(tok, read_split("heldout"), 256, 2048)
     model = hf.load(tiny_model)
-    (ref,) = reference.compute(hf, model, [windows], 32)
+    (ref,) = reference.compute(hf, model, [windows], EvalSettings())
     (tokens,) = _score(hf, model, [windows], [ref])
     s = drift.summarize(tokens)
     assert (
@@ -84,11 +113,77 @@ def test_original_against_itself_is_zero_kl(tiny_model):
     )
 
 
-def test_gptq_drifts_less_than_round_to_nearest(evaluated):
-    gptq = evaluated("gptq")[0]["splits"]["heldout"]
-    rtn = evaluated("w4a16-rtn")[0]["splits"]["heldout"]
-    gap = rtn["kl_mean"] - gptq["kl_mean"]
-    assert gap > 3 * (rtn["kl_mean_se"] ** 2 + gptq["kl_mean_se"] ** 2) ** 0.5
+def _paired_z(runs, better: str, worse: str) -> float:
+    """How many standard errors `better` drifts less than `worse`, over both splits' tokens.
+    Paired per token: both are scored on the same tokens against the same reference, so the
+    hard tokens that dominate mean KL for every recipe cancel out."""
+    import torch
+
+    diffs = []
+    for split in ("heldout", "calibration"):
+        a = torch.load(runs / "tiny-llama" / better / "eval" / "tokens.pt")[split]["kl"]
+        b = torch.load(runs / "tiny-llama" / worse / "eval" / "tokens.pt")[split]["kl"]
+        diffs.append(b.double() - a.double())
+    d = torch.cat(diffs)
+    return (d.mean() / (d.std() / d.numel() ** 0.5)).item()
+
+
+@pytest.mark.parametrize(
+    "better, worse",
+    [
+        ("gptq", "w4a16-rtn"),  # measured z = 12
+        ("awq", "w4a16-rtn"),  # z = 3.7: AWQ's win is small here (no outlier channels to protect)
+        ("fp8", "w4a16-rtn"),  # z = 4.8
+    ],
+)
+def test_known_ranking_of_recipes(evaluated, session_runs, better, worse):
+    evaluated(better), evaluated(worse)
+    assert _paired_z(session_runs, better, worse) > 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured on tiny-llama: FP8 (W8A8, dynamic per-token activations) mean KL 1.1e-4 "
+    "vs GPTQ W4A16 4.0e-5, paired z = -13; its activation quantization costs 10x its weight "
+    "quantization here (see test_fp8_weights_alone_drift_less_than_every_w4a16_recipe)",
+)
+def test_fp8_drifts_less_than_every_w4a16_recipe(evaluated, session_runs):
+    for worse in ("gptq", "awq", "w4a16-rtn"):
+        evaluated("fp8"), evaluated(worse)
+        assert _paired_z(session_runs, "fp8", worse) > 3, worse
+
+
+def test_fp8_weights_alone_drift_less_than_every_w4a16_recipe(evaluated, session_runs, tiny_model):
+    """Why the test above fails: the fp8 artifact with activation quantization switched off
+    in transformers (compressed-tensors' scheme, shared by its Linears) drifts 10x less."""
+    from transformers import AutoTokenizer
+
+    from pipeline import data, drift, eval_data, reference
+    from pipeline.backends import hf
+    from pipeline.stages.eval import _score
+
+    for recipe in ("fp8", "gptq", "awq", "w4a16-rtn"):
+        evaluated(recipe)
+    ref_dir = session_runs / "tiny-llama" / "original" / "reference"
+    results = json.loads(
+        (session_runs / "tiny-llama" / "fp8" / "eval" / "results.json").read_text()
+    )
+    ref = reference.load(ref_dir, f"heldout-{results['splits']['heldout']['reference']['key']}")
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    texts = data.load_all("python-docs", None, "heldout", "text")  # as fp8.yaml's eval section
+    windows = eval_data.windows(tok, texts, 512, 16384)
+    assert len(ref["counts"]) == windows.shape[0] * (windows.shape[1] - 1)
+    model = hf.load(session_runs / "tiny-llama" / "fp8" / "artifact")
+    for module in model.modules():
+        if getattr(module, "quantization_scheme", None) is not None:
+            module.quantization_scheme.input_activations = None
+    (tokens,) = _score(hf, model, [windows], [ref])
+    weights_only = drift.summarize(tokens)["kl_mean"]
+    for w4 in ("gptq", "awq", "w4a16-rtn"):
+        w4_results = session_runs / "tiny-llama" / w4 / "eval" / "results.json"
+        w4_kl = json.loads(w4_results.read_text())["splits"]["heldout"]["kl_mean"]
+        assert weights_only < w4_kl / 2, (w4, weights_only, w4_kl)
+    assert weights_only < results["splits"]["heldout"]["kl_mean"] / 5
 
 
 def test_backends_agree_on_the_same_artifact(tmp_path, session_runs, tiny_model):
@@ -99,20 +194,40 @@ def test_backends_agree_on_the_same_artifact(tmp_path, session_runs, tiny_model)
 
     if not vllm.available():
         pytest.skip("serving env not built (make setup)")
-    # fp8 with a 4,096-token budget: vLLM's full-vocabulary prompt log-probs are slow on CPU.
+    # fp8 with a 2,048-token budget (vLLM's full-vocabulary prompt log-probs are slow on CPU);
+    # its lm-eval task is checked on its own below
     small = tmp_path / "fp8-small.yaml"
-    small.write_text((REPO / "recipes" / "fp8.yaml").read_text().replace("16384", "4096"))
+    text = (REPO / "recipes" / "fp8.yaml").read_text().replace("16384", "2048")
+    small.write_text(re.sub(r"\n  tasks:.*?\n(?=  gates:)", "\n", text, flags=re.S))
     got = {}
     for backend in ("hf", "vllm"):
         result = cli("eval", "--recipe", str(small), "--backend", backend, runs=session_runs)
         assert result.returncode == 0, result.stderr[-3000:]
         path = session_runs / "tiny-llama" / "fp8-small" / "eval" / "results.json"
-        got[backend] = json.loads(path.read_text())["splits"]["heldout"]
-    hf, vl = got["hf"], got["vllm"]
+        got[backend] = json.loads(path.read_text())
+        assert got[backend]["tasks"] == []
+    hf, vl = got["hf"]["splits"]["heldout"], got["vllm"]["splits"]["heldout"]
     for key in ("ppl_original", "ppl_quantized"):
         assert vl[key] == pytest.approx(hf[key], rel=0.005), key
     assert abs(vl["kl_mean"] - hf["kl_mean"]) < 2e-4
     assert abs(vl["same_top_pct"] - hf["same_top_pct"]) < 2.0
+
+
+def test_lm_eval_task_through_vllm_agrees_with_hf(quantized):
+    """lm-eval's vllm model in the serving env (bf16) vs its hf model here (float32), same
+    artifact and documents: 160 log-likelihood comparisons; bf16 may flip near-ties only."""
+    from pipeline import tasks
+    from pipeline.backends import vllm
+    from pipeline.recipe import TaskSpec
+
+    if not vllm.available():
+        pytest.skip("serving env not built (make setup)")
+    artifact = quantized("fp8") / "artifact"
+    spec = [TaskSpec(task="pydoc_word_order", limit=40)]
+    by_backend = {b: tasks.scores(artifact, b, spec, "quantized") for b in ("hf", "vllm")}
+    hf, vl = (by_backend[b]["tasks"]["pydoc_word_order"] for b in ("hf", "vllm"))
+    assert hf["samples"] == vl["samples"] == 40
+    assert hf["value"] > 0.5 and abs(vl["value"] - hf["value"]) <= 0.075  # ≤ 3 of 40 flip
 
 
 def test_vllm_backend_refuses_w4a16_where_its_kernels_are_missing(quantized, session_runs):

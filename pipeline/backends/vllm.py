@@ -1,14 +1,18 @@
 """Log-probabilities from vLLM: the kernels that will actually serve the artifact.
 
 vLLM lives in the serving env (.venv-serve), so this runs pipeline/vllm_scripts/
-prompt_logprobs.py there as a subprocess, once per model, over all windows.
+prompt_logprobs.py there as a subprocess (its own process group, always stopped), once per
+model over all windows, reading its results batch by batch as they appear.
 With a vocabulary up to FULL_VOCAB_LIMIT it asks for every token's log-prob (exact); above
-that for the top TOP_LOGPROBS, and the unseen tokens share the remaining mass evenly.
+that for the top TOP_LOGPROBS (the reference's default reference_max_k), and the unseen tokens
+share the remaining mass evenly.
 """
 
+import math
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pipeline import procs
 from pipeline.errors import UserError
 
 NAME = "vllm"
@@ -23,11 +28,22 @@ REPO = Path(__file__).resolve().parents[2]
 SERVE_PYTHON = Path(os.environ.get("SERVE_PYTHON", REPO / ".venv-serve" / "bin" / "python"))
 SCRIPT = REPO / "pipeline" / "vllm_scripts" / "prompt_logprobs.py"
 FULL_VOCAB_LIMIT = 32768
-TOP_LOGPROBS = 256
+TOP_LOGPROBS = 4096
+BATCH_WINDOWS = 4  # bounds the serving process's memory (see vllm_scripts/prompt_logprobs.py)
 
 
 def available() -> bool:
     return SERVE_PYTHON.exists()
+
+
+def version() -> str | None:
+    """The serving env's vLLM version, from its package metadata (no import: vLLM is slow)."""
+    prefix = SERVE_PYTHON.parent.parent
+    for meta in sorted(prefix.glob("lib/python*/site-packages/vllm*.dist-info/METADATA")):
+        for line in meta.read_text(errors="replace").splitlines():
+            if line.startswith("Version:"):
+                return f"{meta.parent.name.split('-')[0]} {line.split(':', 1)[1].strip()}"
+    return None
 
 
 def capabilities() -> dict:
@@ -65,7 +81,9 @@ def load(model_dir: Path) -> Handle:
 
 
 def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
+    """Per window, as vLLM finishes each batch: [context − 1, vocab] log-probs."""
     top = -1 if handle.vocab_size <= FULL_VOCAB_LIMIT else TOP_LOGPROBS
+    batches = math.ceil(len(windows) / BATCH_WINDOWS)
     with tempfile.TemporaryDirectory() as tmp:
         np.save(f"{tmp}/windows.npy", windows.numpy())
         cmd = [
@@ -73,24 +91,37 @@ def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
             str(SCRIPT),
             str(handle.model_dir),
             f"{tmp}/windows.npy",
-            f"{tmp}/out.npz",
+            tmp,
             str(top),
+            str(BATCH_WINDOWS),
         ]
         env = {
             **os.environ,
             "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
         }
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if not Path(f"{tmp}/out.npz").is_file():  # exit code alone is unreliable (see FACTS)
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            raise RuntimeError(f"vLLM prompt_logprobs failed (exit {proc.returncode}):\n{tail}")
-        out = dict(np.load(f"{tmp}/out.npz"))
+        log = Path(tmp) / "vllm.log"
+        with procs.group(cmd, log, env) as proc:
+            for b in range(batches):
+                path = Path(tmp) / f"batch-{b:05d}.npz"
+                while not path.is_file():
+                    if proc.poll() is not None and not path.is_file():
+                        raise RuntimeError(
+                            f"vLLM prompt_logprobs failed (exit {proc.returncode}):\n"
+                            + procs.tail(log)
+                        )
+                    time.sleep(0.2)
+                out = dict(np.load(path))
+                path.unlink()
+                yield from _windows(out, handle.vocab_size)
+
+
+def _windows(out: dict, vocab: int) -> Iterator[torch.Tensor]:
     ids = torch.from_numpy(out["ids"]).long()
     values = torch.from_numpy(out["logprobs"]).float()
     for starts, ends in zip(out["start"], out["end"], strict=True):
         rows = []
         for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-            rows.append(_dense(ids[s:e], values[s:e], handle.vocab_size))
+            rows.append(_dense(ids[s:e], values[s:e], vocab))
         yield torch.stack(rows)
 
 

