@@ -94,19 +94,11 @@ def bench(server: Server, model_dir: Path, s: ServeSettings, concurrency: int, o
     kv_peak = 0.0
     with procs.group(cmd, out / f"{name}.log") as proc:
         while proc.poll() is None:
-            if not server.alive():
-                raise ServerError(
-                    f"vLLM server died mid-benchmark (concurrency {concurrency}); last lines of "
-                    f"{server.log_path}:\n{server.log_tail()}"
-                )
+            _check_alive(server, concurrency)
             usage = engine_facts.metric(server.metrics(), "vllm:kv_cache_usage_perc")
             kv_peak = max(kv_peak, usage or 0.0)
             time.sleep(0.5)
-    if not server.alive():
-        raise ServerError(
-            f"vLLM server died mid-benchmark (concurrency {concurrency}); last lines of "
-            f"{server.log_path}:\n{server.log_tail()}"
-        )
+    _check_alive(server, concurrency)
     path = out / f"{name}.json"
     if not path.is_file():
         raise ServerError(
@@ -138,3 +130,11 @@ def bench(server: Server, model_dir: Path, s: ServeSettings, concurrency: int, o
         "kv_cache_usage_peak_pct": round(100 * kv_peak, 2),
         "preemptions": (preempt[1] - preempt[0]) if None not in preempt else None,
     }
+
+
+def _check_alive(server: Server, concurrency: int) -> None:
+    if not server.alive():
+        raise ServerError(
+            f"vLLM server died mid-benchmark (concurrency {concurrency}); last lines of "
+            f"{server.log_path}:\n{server.log_tail()}"
+        )

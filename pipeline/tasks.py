@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pipeline import procs
 from pipeline.errors import UserError
-from pipeline.fsutil import sha256_json, write_json_atomic
+from pipeline.fsutil import hash_folder, sha256_json, write_json_atomic
 from pipeline.recipe import TaskSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,13 +26,7 @@ MAX_MODEL_LEN = 4096  # vLLM's KV cache for long-context models; tasks rarely ne
 
 def local_tasks_fingerprint() -> str:
     """Content of evals/tasks/: editing a local task or its data re-runs it."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for path in sorted(p for p in TASKS_DIR.rglob("*") if p.is_file() and ".pyc" not in p.name):
-        digest.update(str(path.relative_to(TASKS_DIR)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    return hash_folder(TASKS_DIR)[:16]
 
 
 def key(model_identity: dict, tasks: list[TaskSpec], backend: str) -> str:

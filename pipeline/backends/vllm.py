@@ -65,6 +65,15 @@ def capabilities() -> dict:
     return caps
 
 
+def require_scheme(scheme, doing: str, hint: str = "") -> None:
+    """UserError when this host's vLLM build has no kernel for the scheme (W4A16 on AVX2)."""
+    if scheme and scheme.weight_bits == 4 and not capabilities()["w4a16"]:
+        raise UserError(
+            f"this host's vLLM cannot {doing} {scheme.name} (its AVX2 CPU kernels have no W4A16 "
+            f"GEMM; needs AVX-512 or a GPU){hint}"
+        )
+
+
 @dataclass
 class Handle:
     model_dir: Path

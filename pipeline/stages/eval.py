@@ -58,11 +58,7 @@ def prepare(qjob: quantize.Job, backend: str | None = None) -> EvalJob:
     elif chosen == "vllm":
         if not vllm.available():
             raise UserError("eval backend vllm needs the serving env (.venv-serve): make setup")
-        if four_bit and not vllm.capabilities()["w4a16"]:
-            raise UserError(
-                f"this host's vLLM cannot run {scheme.name} (its AVX2 CPU kernels have no W4A16 "
-                "GEMM; needs AVX-512 or a GPU); use --backend hf"
-            )
+        vllm.require_scheme(scheme, "run", "; use --backend hf")
     return EvalJob(quantize=qjob, settings=settings, backend=chosen)
 
 

@@ -31,7 +31,6 @@ from pipeline.stages import quantize
 
 STAGE = "serve"
 FOLDER = "serve"
-INCOMPLETE = "serve.incomplete"
 # not inputs of the measurement: where and how long to wait for the server
 NOT_INPUTS = {"startup_timeout_s"}
 
@@ -61,12 +60,7 @@ def prepare(qjob: quantize.Job, overrides: dict | None = None, port: int | None 
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         raise UserError(f"serve settings: {where}: {first['msg']}") from None
-    scheme = qjob.recipe.scheme()
-    if scheme and scheme.weight_bits == 4 and not vllm.capabilities()["w4a16"]:
-        raise UserError(
-            f"this host's vLLM cannot serve {scheme.name} (its AVX2 CPU kernels have no W4A16 "
-            "GEMM; needs AVX-512 or a GPU)"
-        )
+    vllm.require_scheme(qjob.recipe.scheme(), "serve")
     if port is not None and vllm_server.port_in_use(port):
         raise UserError(
             f"port {port} on {vllm_server.HOST} is already in use; pick another (--port)"
