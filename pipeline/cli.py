@@ -264,9 +264,11 @@ def _eval(ejob, force: bool) -> dict:
     )
     q = ejob.quantize
     state = f"cached (since {entry['ended']}; --force redoes it)" if cached else "done"
+    kv = results.get("kv_cache", "16-bit")
+    kv = "" if kv in ("16-bit", "auto (vLLM)") else f", KV cache {kv}"
     print(
         f"eval {q.ref.name} × {q.recipe.name}: {state}; backend {results['backend']} "
-        f"({results['dtype']}), reference keeps {100 * results['reference_mass']:g}% of the "
+        f"({results['dtype']}{kv}), reference keeps {100 * results['reference_mass']:g}% of the "
         f"original's probability per token"
     )
     print(eval_table(results))

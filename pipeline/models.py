@@ -32,7 +32,7 @@ class ModelRef:
     @property
     def load_id(self) -> str:
         """What `from_pretrained` gets."""
-        return str(self.path) if self.path else str(self.hub_id)
+        return str(self.path) if self.path else str(self.hub_id or self.name)
 
 
 def names() -> list[str]:

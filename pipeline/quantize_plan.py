@@ -20,6 +20,19 @@ GIB = 2**30
 _CALIBRATING = {"GPTQModifier", "AWQModifier", "SmoothQuantModifier"}
 
 
+def needs_calibration(recipe: RecipeFile) -> bool:
+    """As llm-compressor decides (QuantizationMixin._set_requires_calibration_data): a
+    calibrating modifier, a kv_cache_scheme, or static (non-dynamic) input activations."""
+    for name, args in recipe.modifiers():
+        if name in _CALIBRATING or args.get("kv_cache_scheme"):
+            return True
+        for group in (args.get("config_groups") or {}).values():
+            acts = (group or {}).get("input_activations") or {}
+            if acts and acts.get("dynamic") is False:
+                return True
+    return False
+
+
 def targeted(recipe: RecipeFile, config: dict) -> list[architecture.Linear]:
     ignored = recipe.ignored()
     return [lin for lin in architecture.linears(config) if not _ignored(lin.name, ignored)]
@@ -71,7 +84,7 @@ def _scale_bytes(lin: architecture.Linear, scheme: Scheme) -> float:
 def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus: list) -> dict:
     params = architecture.total_params(config)
     hidden = config["hidden_size"]
-    needs_data = any(name in _CALIBRATING for name, _ in recipe.modifiers())
+    needs_data = needs_calibration(recipe)
     layer_lin = [lin for lin in architecture.linears(config) if lin.name != "lm_head"]
     layer_bytes = architecture.decoder_layer_params(config) * 2
     uses_gptq = any(name == "GPTQModifier" for name, _ in recipe.modifiers())
@@ -89,6 +102,7 @@ def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus
             "scheme": scheme.name if scheme else None,
             "modifiers": [name for name, _ in recipe.modifiers()],
             "ignore": recipe.ignored(),
+            "kv_cache_scheme": recipe.kv_cache_scheme(),
         },
         "architecture": {
             "params": params,
@@ -124,7 +138,8 @@ def render(plan: dict) -> str:
         f"{arch['hidden_size']}, heads {arch['attention_heads']}/{arch['kv_heads']} kv, "
         f"head dim {arch['head_dim']})",
         f"recipe       {plan['recipe']['name']}: {' + '.join(plan['recipe']['modifiers'])}, "
-        f"scheme {plan['recipe']['scheme']}, ignore {plan['recipe']['ignore']}",
+        f"scheme {plan['recipe']['scheme']}, ignore {plan['recipe']['ignore']}"
+        + _kv_note(plan["recipe"].get("kv_cache_scheme")),
         "calibration  "
         + (
             f"{cal['samples']} samples × {cal['max_seq_length']} tokens from {cal['dataset']}"
@@ -141,3 +156,11 @@ def render(plan: dict) -> str:
         f"(fits one 80 GB GPU: {'yes' if plan['fits_one_80gb_gpu'] else 'no'})",
     ]
     return "\n".join(lines)
+
+
+def _kv_note(kv: dict | None) -> str:
+    if not kv:
+        return ""
+    how = "dynamic" if kv.get("dynamic") else "calibrated"
+    kind = f"{kv.get('type', 'int')}{kv.get('num_bits')}"
+    return f", KV cache {kind} ({how} {kv.get('strategy')} scales)"

@@ -71,6 +71,9 @@ class EvalSettings(Strict):
     )
     reference_max_k: int = Field(4096, gt=0, description="at most this many tokens per position")
     backend: Literal["auto", "hf", "vllm"] = "auto"
+    kv_cache_dtype: str = Field(
+        "auto", description="the quantized model's KV cache in the vllm backend: auto | fp8"
+    )
     tasks: list[TaskSpec] = Field(default_factory=list, description="lm-eval tasks (optional)")
     gates: Gates = Gates()
 
@@ -146,6 +149,13 @@ class RecipeFile:
             scheme = scheme_from_args(args)
             if scheme:
                 return scheme
+        return None
+
+    def kv_cache_scheme(self) -> dict | None:
+        """llm-compressor's kv_cache_scheme (calibrated KV-cache quantization), if any."""
+        for _, args in self.modifiers():
+            if args.get("kv_cache_scheme"):
+                return dict(args["kv_cache_scheme"])
         return None
 
     def ignored(self) -> list[str]:

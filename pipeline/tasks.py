@@ -46,9 +46,11 @@ def original_scores(
     return result, False
 
 
-def scores(model_dir: Path, backend: str, tasks: list[TaskSpec], label: str) -> dict:
+def scores(
+    model_dir: Path, backend: str, tasks: list[TaskSpec], label: str, kv_cache_dtype: str = "auto"
+) -> dict:
     """{task: {value, stderr, samples}} for each task's metric, plus the lm-eval version."""
-    python, model, model_args = _launch(Path(model_dir), backend)
+    python, model, model_args = _launch(Path(model_dir), backend, kv_cache_dtype)
     spec = {
         "model": model,
         "model_args": model_args,
@@ -89,7 +91,7 @@ def scores(model_dir: Path, backend: str, tasks: list[TaskSpec], label: str) -> 
     return result
 
 
-def _launch(model_dir: Path, backend: str) -> tuple[str, str, dict]:
+def _launch(model_dir: Path, backend: str, kv_cache_dtype: str) -> tuple[str, str, dict]:
     if backend == "hf":
         import torch
 
@@ -108,6 +110,7 @@ def _launch(model_dir: Path, backend: str) -> tuple[str, str, dict]:
     args = {
         "pretrained": str(model_dir),
         "dtype": "bfloat16",
+        "kv_cache_dtype": kv_cache_dtype,
         "enforce_eager": True,
         "max_model_len": max_len,
         "seed": 0,

@@ -46,6 +46,10 @@ CASES = {
         lambda t: ["--recipe", _variant(t, "  num_prompts: 32", "  num_prompt: 32")],
         "unknown key 'serve.num_prompt'",
     ),
+    "calibrating recipe without samples": (
+        lambda t: ["--recipe", _variant(t, "num_samples: 512", "num_samples: 0")],
+        "recipe variant needs calibration data",
+    ),
     "malformed yaml": (
         lambda t: ["--recipe", _variant(t, "targets: [Linear]", "targets: [Linear")],
         "malformed YAML",
@@ -141,3 +145,12 @@ def test_bad_serve_input_is_one_line_exit_2(tmp_path, case):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert message in lines[0]
+
+
+def test_fp8_kv_eval_without_calibrated_scales_on_hf_exits_2(tmp_path):
+    """hf can only emulate a KV cache the artifact has scales for (kv_cache_scheme)."""
+    variant = _variant(tmp_path, "  gates:", "  kv_cache_dtype: fp8\n  gates:")
+    result = cli("eval", "--recipe", variant, "--backend", "hf", runs=tmp_path / "runs")
+    assert result.returncode == 2, result.stderr
+    assert "needs the recipe's kv_cache_scheme" in result.stderr.strip().splitlines()[0]
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*"))

@@ -134,11 +134,18 @@ def _paired_z(runs, better: str, worse: str) -> float:
         ("gptq", "w4a16-rtn"),  # measured z = 12
         ("awq", "w4a16-rtn"),  # z = 3.7: AWQ's win is small here (no outlier channels to protect)
         ("fp8", "w4a16-rtn"),  # z = 4.8
+        ("fp8", "fp8-kv"),  # the same weights + an FP8 KV cache (emulated by compressed-tensors)
     ],
 )
 def test_known_ranking_of_recipes(evaluated, session_runs, better, worse):
     evaluated(better), evaluated(worse)
     assert _paired_z(session_runs, better, worse) > 3
+
+
+def test_fp8_kv_cache_is_measured_and_said(evaluated):
+    results, result = evaluated("fp8-kv")
+    assert results["kv_cache"] == "float8 (emulated, calibrated scales)"  # hf: compressed-tensors
+    assert "KV cache float8 (emulated" in result.stdout and results["gates"]["passed"]
 
 
 @pytest.mark.xfail(

@@ -20,6 +20,7 @@ LAYER = "model.layers.0.mlp.down_proj"  # 768 → 256
 # What compressed-tensors stores for that module, per recipe: name suffix → (dtype, shape).
 EXPECTED = {
     "fp8": {"weight": ("F8_E4M3", (256, 768)), "weight_scale": ("BF16", (256, 1))},
+    "fp8-kv": {"weight": ("F8_E4M3", (256, 768)), "weight_scale": ("BF16", (256, 1))},
     "int8": {"weight": ("I8", (256, 768)), "weight_scale": ("BF16", (256, 1))},
     "gptq": {"weight_packed": ("I32", (256, 96)), "weight_scale": ("BF16", (256, 6))},
     "w4a16-rtn": {"weight_packed": ("I32", (256, 96)), "weight_scale": ("BF16", (256, 6))},
@@ -30,7 +31,14 @@ EXPECTED = {
     },
 }
 # A forward pass on held-out text: mean loss may move this much (relative) from the original.
-LOSS_TOLERANCE = {"fp8": 0.02, "int8": 0.03, "gptq": 0.08, "awq": 0.08, "w4a16-rtn": 0.12}
+LOSS_TOLERANCE = {
+    "fp8": 0.02,
+    "fp8-kv": 0.02,
+    "int8": 0.03,
+    "gptq": 0.08,
+    "awq": 0.08,
+    "w4a16-rtn": 0.12,
+}
 
 
 @pytest.mark.parametrize("name", recipe.shipped())
@@ -45,6 +53,14 @@ def test_artifact_format_and_manifest(quantized, name):
     for suffix, expected in EXPECTED[name].items():
         assert got[suffix] == expected, (suffix, got)
     assert table["lm_head.weight"].dtype == "BF16"  # ignored by every recipe
+    # kv_cache_scheme: one calibrated per-tensor scale for K and one for V in every layer
+    kv_scales = {k for k in table if k.endswith(("self_attn.k_scale", "self_attn.v_scale"))}
+    assert len(kv_scales) == (8 if recipe.load(name).kv_cache_scheme() else 0)
+    if kv_scales:
+        from safetensors import safe_open
+
+        with safe_open(run / "artifact" / "model.safetensors", "pt") as f:
+            assert all(float(f.get_tensor(k)) > 0 for k in kv_scales)
 
     manifest = json.loads((run / "manifest.json").read_text())
     entry = manifest["stages"]["quantize"]
@@ -57,7 +73,9 @@ def test_artifact_format_and_manifest(quantized, name):
     assert m["tensor_bytes"] < m["artifact_bytes"] and m["peak_rss_bytes"] > 0
     # Scales (+ zero points) cost a little over the scheme's ideal size, never less.
     assert 1.0 <= m["ratio_to_theoretical"] < 1.05
-    expected_ratio = 0.70 if name in ("fp8", "int8") else 0.55  # 3.1M of 5.2M params quantized
+    expected_ratio = (
+        0.70 if name in ("fp8", "fp8-kv", "int8") else 0.55
+    )  # 3.1M of 5.2M params quantized
     assert abs(m["ratio_to_bf16"] - expected_ratio) < 0.02
     assert (run / "artifact" / "recipe.yaml").is_file()
     samples = m["calibration_samples"]

@@ -16,10 +16,11 @@ def test_every_shipped_recipe_loads_and_builds_llmcompressor_modifiers(name):
     assert first_line.startswith("# make quantize") and f"RECIPE={name}" in first_line
 
 
-def test_the_five_required_recipes_ship_with_their_schemes():
+def test_the_required_recipes_ship_with_their_schemes():
     schemes = {name: recipe.load(name).scheme().name for name in recipe.shipped()}
     assert schemes == {
         "fp8": "FP8_DYNAMIC",
+        "fp8-kv": "FP8_DYNAMIC",
         "awq": "W4A16_ASYM",
         "gptq": "W4A16",
         "int8": "W8A8",
@@ -28,6 +29,8 @@ def test_the_five_required_recipes_ship_with_their_schemes():
     mods = {name: [m for m, _ in recipe.load(name).modifiers()] for name in schemes}
     assert mods["awq"] == ["AWQModifier", "QuantizationModifier"]
     assert mods["int8"] == ["SmoothQuantModifier", "GPTQModifier"]
+    kv = {name for name in schemes if recipe.load(name).kv_cache_scheme()}
+    assert kv == {"fp8-kv"} and recipe.load("fp8-kv").spec.serve.kv_cache_dtype == "fp8"
     assert mods["w4a16-rtn"] == ["QuantizationModifier"]
 
 

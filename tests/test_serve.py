@@ -28,7 +28,8 @@ def _needs_serving_env():
 
 def vllm_processes() -> list[str]:
     out = subprocess.run(["pgrep", "-fa", VLLM_PROCESSES], capture_output=True, text=True)
-    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+    # a <defunct> entry is already dead (a zombie waiting for init to reap it): not left running
+    return [x for x in out.stdout.splitlines() if "pgrep" not in x and "<defunct>" not in x]
 
 
 @pytest.fixture(scope="session")
@@ -105,6 +106,59 @@ def test_w4a16_artifact_serves_where_the_kernel_exists(quantized, session_runs):
     result = cli("serve", "--recipe", "gptq", *SWEEP, runs=session_runs, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "original model: cached" in result.stdout
+
+
+def test_fp8_kv_cache_doubles_kv_capacity_where_it_runs(quantized, session_runs, tiny_model):
+    """fp8-kv serves with kv_cache_dtype fp8: twice the original's KV tokens in the same pool,
+    as the planner predicts. vLLM's CPU attention has FP8 KV only with AVX-512/AMX."""
+    from pipeline.backends import vllm
+
+    _needs_serving_env()
+    quantized("fp8-kv")
+    if not vllm.capabilities()["fp8_kv_cache"]:
+        result = cli("serve", "--recipe", "fp8-kv", *SWEEP, runs=session_runs)
+        assert result.returncode == 2 and "FP8 KV cache only with AVX-512" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        pytest.skip("this host's vLLM has no FP8 KV cache on CPU (AVX2 only): refusal checked")
+    result = cli("serve", "--recipe", "fp8-kv", *SWEEP, runs=session_runs, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads(
+        (session_runs / "tiny-llama" / "fp8-kv" / "serve" / "results.json").read_text()
+    )
+    assert results["quantized"]["engine"]["cache_dtype"].startswith("fp8")
+    assert results["comparison"]["memory"]["kv_cache_tokens"]["ratio"] == pytest.approx(
+        2.0, rel=0.02
+    )
+    p = results["predicted"]["quantized"]
+    assert p["kv_cache_tokens"] == pytest.approx(p["kv_cache_tokens_measured"], rel=0.02)
+
+
+def test_engine_sizes_the_fp8_kv_pool_as_planned(quantized, tmp_path, tiny_model):
+    """The planner's FP8-KV token count against vLLM's own allocator, on any host: the engine
+    sizes the KV pool (and logs `… KV cache size: N tokens`) before its attention backend is
+    built, so the figure exists even where the CPU attention then refuses FP8 (AVX2)."""
+    from pipeline import engine_facts, planner, procs, vllm_server
+    from pipeline.recipe import ServeSettings
+
+    _needs_serving_env()
+    artifact = quantized("fp8-kv") / "artifact"
+    settings = ServeSettings(kv_cache_dtype="fp8", enforce_eager=True)
+    cmd = vllm_server.command(artifact, "kv-probe", settings, vllm_server.free_port(), 512)
+    log = tmp_path / "vllm.log"
+    facts: dict = {}
+    with procs.group(cmd, log, vllm_server.environment(settings)) as proc:
+        deadline = time.monotonic() + 600
+        while "kv_cache_tokens" not in facts and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                facts = engine_facts.from_log(log.read_text())
+                break
+            time.sleep(1)
+            facts = engine_facts.from_log(log.read_text())
+    assert not vllm_processes()
+    config = json.loads((tiny_model / "config.json").read_text())
+    planned = planner.kv_tokens(2**30, config, "fp8")
+    assert planned == 1_048_576  # 1 GiB / (4 layers × 2 KV heads × 64 × 2 (K, V) × 1 byte)
+    assert facts.get("kv_cache_tokens") == pytest.approx(planned, rel=0.02), procs.tail(log, 30)
 
 
 def test_port_in_use_is_a_one_line_error(served_fp8, session_runs):

@@ -8,7 +8,9 @@ import torch
 NAME = "hf"
 
 
-def load(model_dir: Path):
+def load(model_dir: Path, kv_cache_dtype: str = "auto"):
+    """kv_cache_dtype is not a choice here: compressed-tensors applies the artifact's own
+    kv_cache_scheme (quantize-dequantize of k/v with its calibrated scales) when it has one."""
     from transformers import AutoModelForCausalLM
 
     gpu = torch.cuda.is_available()
@@ -31,4 +33,9 @@ def logprobs(model, windows: torch.Tensor, batch_size: int = 4) -> Iterator[torc
 
 
 def describe(model) -> dict:
-    return {"backend": NAME, "dtype": str(next(model.parameters()).dtype).removeprefix("torch.")}
+    quant = getattr(model.config, "quantization_config", None)
+    quant = quant if isinstance(quant, dict) else getattr(quant, "to_dict", dict)()
+    kv = (quant or {}).get("kv_cache_scheme")
+    kv_cache = f"{kv['type']}{kv['num_bits']} (emulated, calibrated scales)" if kv else "16-bit"
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    return {"backend": NAME, "dtype": dtype, "kv_cache": kv_cache}

@@ -52,10 +52,11 @@ def capabilities() -> dict:
 
     from pipeline.fsutil import cache_root, sha256_text, write_json_atomic
 
-    path = cache_root() / f"vllm-capabilities-{sha256_text(str(SERVE_PYTHON.resolve()))[:12]}.json"
+    probe = REPO / "pipeline" / "vllm_scripts" / "capabilities.py"
+    key = sha256_text(str(SERVE_PYTHON.resolve()) + probe.read_text())[:12]  # new probe: re-run
+    path = cache_root() / f"vllm-capabilities-{key}.json"
     if path.is_file():
         return json.loads(path.read_text())
-    probe = REPO / "pipeline" / "vllm_scripts" / "capabilities.py"
     out = subprocess.run([str(SERVE_PYTHON), str(probe)], capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -74,19 +75,29 @@ def require_scheme(scheme, doing: str, hint: str = "") -> None:
         )
 
 
+def require_kv_cache(kv_cache_dtype: str, doing: str, hint: str = "") -> None:
+    """UserError when this host's vLLM build cannot store the KV cache in that dtype."""
+    if kv_cache_dtype.startswith("fp8") and not capabilities()["fp8_kv_cache"]:
+        raise UserError(
+            f"this host's vLLM cannot {doing} with kv_cache_dtype {kv_cache_dtype} (its CPU "
+            f"attention keeps an FP8 KV cache only with AVX-512 or AMX; a GPU is fine){hint}"
+        )
+
+
 @dataclass
 class Handle:
     model_dir: Path
     vocab_size: int
+    kv_cache_dtype: str = "auto"
 
 
-def load(model_dir: Path) -> Handle:
+def load(model_dir: Path, kv_cache_dtype: str = "auto") -> Handle:
     import json
 
     if not available():
         raise UserError(f"eval backend vllm needs the serving env ({SERVE_PYTHON}): make setup")
     config = json.loads((Path(model_dir) / "config.json").read_text())
-    return Handle(Path(model_dir), int(config["vocab_size"]))
+    return Handle(Path(model_dir), int(config["vocab_size"]), kv_cache_dtype)
 
 
 def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
@@ -103,6 +114,7 @@ def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
             tmp,
             str(top),
             str(BATCH_WINDOWS),
+            handle.kv_cache_dtype,
         ]
         env = {
             **os.environ,
@@ -146,4 +158,4 @@ def _dense(ids: torch.Tensor, values: torch.Tensor, vocab: int) -> torch.Tensor:
 
 
 def describe(handle: Handle) -> dict:
-    return {"backend": NAME, "dtype": "bfloat16"}
+    return {"backend": NAME, "dtype": "bfloat16", "kv_cache": f"{handle.kv_cache_dtype} (vLLM)"}

@@ -45,20 +45,32 @@ class EvalJob:
 
 
 def prepare(qjob: quantize.Job, backend: str | None = None) -> EvalJob:
-    """Backend "auto": vLLM where the serving env exists and can run the scheme, else hf."""
+    """Backend "auto": vLLM where the serving env exists and can run the scheme (and the KV-cache
+    dtype), else hf. hf measures an FP8 KV cache by compressed-tensors' emulation, which needs
+    the artifact's calibrated kv_cache_scheme."""
     from pipeline.backends import vllm
 
     settings = qjob.recipe.spec.eval
+    kv = settings.kv_cache_dtype
     chosen = backend or settings.backend
     scheme = qjob.recipe.scheme()
-    four_bit = bool(scheme and scheme.weight_bits == 4)
     if chosen == "auto":
-        usable = vllm.available() and (not four_bit or vllm.capabilities()["w4a16"])
+        usable = vllm.available() and (
+            not (scheme and scheme.weight_bits == 4) or vllm.capabilities()["w4a16"]
+        )
+        if usable and kv != "auto":
+            usable = vllm.capabilities()["fp8_kv_cache"]
         chosen = "vllm" if usable else "hf"
     elif chosen == "vllm":
         if not vllm.available():
             raise UserError("eval backend vllm needs the serving env (.venv-serve): make setup")
         vllm.require_scheme(scheme, "run", "; use --backend hf")
+        vllm.require_kv_cache(kv, "evaluate", "; --backend hf emulates a calibrated FP8 KV cache")
+    if chosen == "hf" and kv != "auto" and not qjob.recipe.kv_cache_scheme():
+        raise UserError(
+            f"eval.kv_cache_dtype {kv} with the hf backend needs the recipe's kv_cache_scheme "
+            "(calibrated scales to emulate); use the vllm backend or add a kv_cache_scheme"
+        )
     return EvalJob(quantize=qjob, settings=settings, backend=chosen)
 
 
@@ -128,7 +140,7 @@ def _evaluate(job: EvalJob, windows: dict, keys: dict) -> dict:
             for split, ref in zip(missing, built, strict=True):
                 reference.save(job.reference_dir, names[split], ref)
                 refs[split] = ref
-    model = backend.load(job.quantize.rundir.path / quantize.ARTIFACT)
+    model = backend.load(job.quantize.rundir.path / quantize.ARTIFACT, s.kv_cache_dtype)
     tokens = _score(backend, model, [windows[x] for x in splits], [refs[x] for x in splits])
     described = backend.describe(model)
     del model  # lm-eval loads its own copy
@@ -171,7 +183,8 @@ def _tasks(job: EvalJob) -> list[dict]:
         original, cached = tasks.original_scores(
             job.reference_dir, q.model_identity, q.model_path, job.backend, s.tasks
         )
-    quantized = tasks.scores(q.rundir.path / quantize.ARTIFACT, job.backend, s.tasks, "quantized")
+    artifact = q.rundir.path / quantize.ARTIFACT
+    quantized = tasks.scores(artifact, job.backend, s.tasks, "quantized", s.kv_cache_dtype)
     return [
         {**row, "original_cached": cached} for row in tasks.compare(s.tasks, original, quantized)
     ]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline import data, environment, models, progress, quantize_plan, recipe
+from pipeline.errors import UserError
 from pipeline.rundir import RunDir
 from pipeline.runner import run_stage
 
@@ -69,6 +70,11 @@ def prepare(
     if max_seq_length is not None:
         updates["max_seq_length"] = max_seq_length
     cal = cal.model_copy(update=updates)
+    if cal.num_samples == 0 and quantize_plan.needs_calibration(rf):
+        raise UserError(
+            f"recipe {rf.name} needs calibration data (its modifiers observe activations or the "
+            "KV cache); set calibration.num_samples > 0 or --num-samples"
+        )
     return Job(ref=ref, config=config, recipe=rf, calibration=cal, rundir=RunDir(ref.name, rf.name))
 
 

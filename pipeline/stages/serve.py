@@ -61,6 +61,9 @@ def prepare(qjob: quantize.Job, overrides: dict | None = None, port: int | None 
         where = ".".join(str(x) for x in first["loc"])
         raise UserError(f"serve settings: {where}: {first['msg']}") from None
     vllm.require_scheme(qjob.recipe.scheme(), "serve")
+    vllm.require_kv_cache(
+        settings.kv_cache_dtype, "serve", "; --kv-cache-dtype auto measures the weights alone"
+    )
     if port is not None and vllm_server.port_in_use(port):
         raise UserError(
             f"port {port} on {vllm_server.HOST} is already in use; pick another (--port)"
@@ -82,9 +85,16 @@ def _host_inputs() -> dict:
     }
 
 
+def original_settings(job: ServeJob) -> ServeSettings:
+    """The original as it is served without the pipeline: its own 16-bit KV cache (an FP8 KV
+    cache is part of what a recipe buys, so it is compared against the original's)."""
+    return job.settings.model_copy(update={"kv_cache_dtype": "auto"})
+
+
 def original_key(job: ServeJob) -> str:
     q = job.quantize
-    return sha256_json([q.model_identity, _settings_inputs(job.settings), _host_inputs()])[:16]
+    settings = _settings_inputs(original_settings(job))
+    return sha256_json([q.model_identity, settings, _host_inputs()])[:16]
 
 
 def original(job: ServeJob) -> tuple[dict, bool]:
@@ -96,7 +106,7 @@ def original(job: ServeJob) -> tuple[dict, bool]:
             return json.loads(done.read_text()), True
         name = f"{job.quantize.ref.name}-original"
         with _staging(folder) as tmp:
-            results = measure(job.quantize.model_path, name, job.settings, tmp, job.port)
+            results = measure(job.quantize.model_path, name, original_settings(job), tmp, job.port)
         return results, False
 
 
@@ -138,11 +148,15 @@ def _predicted(job: ServeJob, base: dict, mine: dict) -> dict:
     from pipeline.quantize_plan import artifact_bytes
 
     config = job.quantize.config
-    kv = job.settings.kv_cache_dtype
     out = {}
-    for side, measured, weights in (
-        ("original", base, architecture.total_params(config) * 2),
-        ("quantized", mine, artifact_bytes(job.quantize.recipe, config)),
+    for side, measured, weights, kv in (
+        ("original", base, architecture.total_params(config) * 2, "auto"),
+        (
+            "quantized",
+            mine,
+            artifact_bytes(job.quantize.recipe, config),
+            job.settings.kv_cache_dtype,
+        ),
     ):
         pool = measured["engine"].get("kv_cache_memory_bytes")
         out[side] = {
