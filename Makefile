@@ -16,7 +16,7 @@ HAS_CUDA   := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/d
 SERVE_REQS := requirements/serve-$(if $(HAS_CUDA),cuda,cpu).txt
 RUN        := $(VENV)/bin/python -m pipeline
 
-.PHONY: setup quantize eval serve run plan recipes models test test-fast lint clean
+.PHONY: setup quantize eval serve run publish nightly report plan recipes models test test-fast lint clean
 
 setup: $(VENV)/.installed $(SERVE_VENV)/.installed
 
@@ -55,6 +55,19 @@ serve: setup
 # quantize → eval → serve, each reused when cached
 run: setup
 	$(RUN) run --model $(MODEL) --recipe $(RECIPE) $(ARGS)
+
+# make publish RECIPE=fp8 REPO=acme/tiny-llama-fp8 [ARGS="--dry-run | --private | --create-pr"]
+# REPO: org/name or hf://org/name (HF_TOKEN or `hf auth login`), or file:///path
+publish: $(VENV)/.installed
+	$(RUN) publish --model $(MODEL) --recipe $(RECIPE) --repo "$(REPO)" $(ARGS)
+
+# make nightly [ARGS="--executor ray | --matrix my.yaml | --new | --pin-baseline latest"]
+nightly: setup
+	$(RUN) nightly $(ARGS)
+
+# make report: reports/<date>/index.html + summary.md with plots, from the nightly store
+report: $(VENV)/.installed
+	$(RUN) report $(ARGS)
 
 # make plan MODEL=llama3-70b [RECIPE=gptq] [USERS=100 CONTEXT=4000 KV_DTYPE=fp8 GPU=H100-80GB]
 plan: $(VENV)/.installed

@@ -4,13 +4,15 @@ python -m pipeline recipes
 python -m pipeline models
 python -m pipeline quantize --model tiny-llama --recipe fp8 [--force] [--dry-run]
 python -m pipeline eval|serve|run --model tiny-llama --recipe fp8
+python -m pipeline publish --model tiny-llama --recipe fp8 --repo org/name [--dry-run]
+python -m pipeline nightly [--matrix evals/nightly.yaml] [--executor ray]; python -m pipeline report
 """
 
 import argparse
 import json
 import sys
 
-from pipeline.errors import ServerError, UserError
+from pipeline.errors import HubError, ServerError, UserError
 
 MIB = 2**20
 
@@ -23,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
-    except ServerError as e:  # its message carries the server log's last lines
+    except (ServerError, HubError) as e:  # a server log's last lines / how to resume
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -78,6 +80,29 @@ def _parser() -> argparse.ArgumentParser:
     rn.add_argument("--backend", choices=["hf", "vllm"], help="eval backend")
     _serve_args(rn)
     rn.set_defaults(func=cmd_run)
+
+    pb = sub.add_parser("publish", help="artifact + model card to the hub or a local folder")
+    _model_args(pb)
+    pb.add_argument("--repo", help="org/name, hf://org/name or file:///path")
+    pb.add_argument("--private", action="store_true", help="create the hub repo private")
+    pb.add_argument("--branch", help="push to this branch (created if missing)")
+    pb.add_argument("--create-pr", action="store_true", help="open a pull request instead")
+    pb.add_argument("--force", action="store_true", help="publish despite missing stages/gates")
+    pb.add_argument("--dry-run", action="store_true", help="write the card and file list only")
+    pb.set_defaults(func=cmd_publish)
+
+    nt = sub.add_parser("nightly", help="the models × recipes matrix, into the results store")
+    nt.add_argument("--matrix", help="matrix file (default evals/nightly.yaml)")
+    nt.add_argument("--executor", default="local", help="local | ray (RAY_ADDRESS, or a local Ray)")
+    nt.add_argument("--db", help="SQLAlchemy URL (default: the matrix's store; $NIGHTLY_DB wins)")
+    nt.add_argument("--new", action="store_true", help="start a new run, do not resume")
+    nt.add_argument("--pin-baseline", metavar="RUN_ID", help="pin a run (or 'latest') and exit")
+    nt.set_defaults(func=cmd_nightly)
+
+    rp = sub.add_parser("report", help="HTML + Markdown report with plots from the store")
+    rp.add_argument("--db", help="SQLAlchemy URL (default sqlite:///runs/nightly.db)")
+    rp.add_argument("--out", default="reports", help="folder for <date>/index.html")
+    rp.set_defaults(func=cmd_report)
 
     pl = sub.add_parser("plan", help="GPUs and users per recipe, from the model config alone")
     pl.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
@@ -193,6 +218,65 @@ def cmd_run(args) -> int:
     print()
     print(run_table(quality, serving))
     return _gate_exit(quality)
+
+
+def cmd_publish(args) -> int:
+    from pipeline.stages import publish, quantize
+
+    job = quantize.prepare(args.model, args.recipe, revision=args.revision)
+    pjob = publish.prepare(
+        job,
+        args.repo,
+        dry_run=args.dry_run,
+        private=args.private,
+        branch=args.branch,
+        create_pr=args.create_pr,
+        force=args.force,
+    )
+    if pjob.problems:
+        print(f"warning: publishing with --force although: {'; '.join(pjob.problems)}")
+    label = f"publish {job.ref.name} × {job.recipe.name} → {pjob.target.display}"
+    if args.dry_run:
+        where = publish.dry_run(pjob)
+        print(f"{label}: dry run, nothing sent")
+        print(f"  card      {where / 'README.md'}")
+        print(f"  files     {where / 'files.txt'}")
+        return 0
+    entry, _ = publish.run(pjob)
+    m = entry["metrics"]
+    print(f"{label}: done, {m['files']} files, {m['bytes'] / MIB:.1f} MiB")
+    for key in ("commit_url", "pr_url", "path"):
+        if m.get(key):
+            print(f"  {key.replace('_', ' '):<9} {m[key]}")
+    print(f"  card      {pjob.folder / 'README.md'}")
+    return 0
+
+
+def cmd_nightly(args) -> int:
+    from pipeline.nightly import matrix, runner
+
+    if args.pin_baseline:
+        m, _ = matrix.load(args.matrix)
+        store = runner.open_store(args.db, m)
+        run_id = args.pin_baseline
+        if run_id == "latest":
+            runs = store.run_ids()
+            run_id = runs[-1]["id"] if runs else "latest"
+        store.pin(run_id)
+        print(f"baseline pinned: {run_id} ({store.url})")
+        return 0
+    return runner.nightly(args.matrix, args.executor, args.db, args.new)
+
+
+def cmd_report(args) -> int:
+    from pathlib import Path
+
+    from pipeline.nightly import report
+
+    where = report.write(args.db, Path(args.out))
+    print(f"report    {where / 'index.html'}")
+    print(f"          {where / 'summary.md'}")
+    return 0
 
 
 def cmd_plan(args) -> int:

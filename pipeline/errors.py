@@ -19,3 +19,7 @@ def first_line(e: BaseException) -> str:
 
 class ServerError(RuntimeError):
     """A vLLM server that failed to start or died; the message carries its log's last lines."""
+
+
+class HubError(RuntimeError):
+    """An upload that failed on the way (network, server); safe to re-run. CLI exit 1."""

@@ -1,7 +1,7 @@
 """The quantized model's serving measurement against the original's: memory and per-concurrency
 latency/throughput ratios (quantized / original; for latency, below 1 is faster)."""
 
-LATENCIES = ("ttft_median_ms", "ttft_p99_ms", "itl_median_ms", "itl_p99_ms")
+LATENCIES = ("ttft_median_ms", "ttft_p99_ms", "itl_median_ms", "itl_p99_ms", "tpot_median_ms")
 
 
 def _ratio(q: float | None, o: float | None) -> float | None:
@@ -28,7 +28,7 @@ def compare(original: dict, quantized: dict) -> dict:
         row = {"concurrency": lq["concurrency"]}
         row["output_tok_s"] = _pair(lo["output_tok_s"], lq["output_tok_s"])
         for key in LATENCIES:
-            row[key] = _pair(lo[key], lq[key])
+            row[key] = _pair(lo.get(key), lq.get(key))
         levels.append(row)
     return {"memory": memory, "levels": levels}
 

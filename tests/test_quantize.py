@@ -160,7 +160,8 @@ def vllm_caps() -> dict:
     return vllm.capabilities()
 
 
-@pytest.mark.parametrize("name", ["fp8", "int8", "gptq", "awq"])
+# fp8 is loaded and generates through `vllm serve` in tests/test_serve.py (served_fp8)
+@pytest.mark.parametrize("name", ["int8", "gptq", "awq"])
 def test_artifact_loads_and_generates_in_vllm(quantized, vllm_caps, name):
     if recipe.load(name).scheme().weight_bits == 4 and not vllm_caps["w4a16"]:
         pytest.skip("this CPU lacks AVX-512: vLLM's AVX2 CPU kernels have no W4A16 GEMM")

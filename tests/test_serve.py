@@ -10,36 +10,17 @@ import time
 
 import pytest
 
-from .conftest import REPO, cli
+from .conftest import REPO, SWEEP, cli, needs_serving_env
 
 pytestmark = pytest.mark.slow
 
-# Small but real: two concurrency levels, 8 requests each, no torch.compile (a minute per start)
-SWEEP = ["--concurrency", "1,4", "--num-prompts", "8", "--enforce-eager"]
 VLLM_PROCESSES = r"vllm\.entrypoints|VLLM::|bench_serve\.py|openai_smoke\.py"
-
-
-def _needs_serving_env():
-    from pipeline.backends import vllm
-
-    if not vllm.available():
-        pytest.skip("serving env not built (make setup)")
 
 
 def vllm_processes() -> list[str]:
     out = subprocess.run(["pgrep", "-fa", VLLM_PROCESSES], capture_output=True, text=True)
     # a <defunct> entry is already dead (a zombie waiting for init to reap it): not left running
     return [x for x in out.stdout.splitlines() if "pgrep" not in x and "<defunct>" not in x]
-
-
-@pytest.fixture(scope="session")
-def served_fp8(quantized, session_runs):
-    _needs_serving_env()
-    quantized("fp8")
-    result = cli("serve", "--recipe", "fp8", *SWEEP, runs=session_runs, timeout=1200)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    path = session_runs / "tiny-llama" / "fp8" / "serve" / "results.json"
-    return json.loads(path.read_text()), result
 
 
 def test_engine_numbers_match_the_model_config(served_fp8, tiny_model):
@@ -97,7 +78,7 @@ def test_second_serve_is_cached_and_nothing_is_left_running(served_fp8, session_
 def test_w4a16_artifact_serves_where_the_kernel_exists(quantized, session_runs):
     from pipeline.backends import vllm
 
-    _needs_serving_env()
+    needs_serving_env()
     if not vllm.capabilities()["w4a16"]:
         result = cli("serve", "--recipe", "gptq", *SWEEP, runs=session_runs)
         assert result.returncode == 2 and "no W4A16" in result.stderr
@@ -113,7 +94,7 @@ def test_fp8_kv_cache_doubles_kv_capacity_where_it_runs(quantized, session_runs,
     as the planner predicts. vLLM's CPU attention has FP8 KV only with AVX-512/AMX."""
     from pipeline.backends import vllm
 
-    _needs_serving_env()
+    needs_serving_env()
     quantized("fp8-kv")
     if not vllm.capabilities()["fp8_kv_cache"]:
         result = cli("serve", "--recipe", "fp8-kv", *SWEEP, runs=session_runs)
@@ -140,7 +121,7 @@ def test_engine_sizes_the_fp8_kv_pool_as_planned(quantized, tmp_path, tiny_model
     from pipeline import engine_facts, planner, procs, vllm_server
     from pipeline.recipe import ServeSettings
 
-    _needs_serving_env()
+    needs_serving_env()
     artifact = quantized("fp8-kv") / "artifact"
     settings = ServeSettings(kv_cache_dtype="fp8", enforce_eager=True)
     cmd = vllm_server.command(artifact, "kv-probe", settings, vllm_server.free_port(), 512)
@@ -224,7 +205,7 @@ def test_bad_artifact_and_startup_timeout_end_cleanly(tmp_path, tiny_model):
     from pipeline.recipe import ServeSettings
     from pipeline.vllm_server import Server
 
-    _needs_serving_env()
+    needs_serving_env()
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text('{"architectures": ["NoSuchModelForCausalLM"]}')

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipeline import data, environment, models, progress, quantize_plan, recipe
 from pipeline.errors import UserError
+from pipeline.fsutil import sha256_json
 from pipeline.rundir import RunDir
 from pipeline.runner import run_stage
 
@@ -96,7 +97,6 @@ def plan(job: Job) -> dict:
 
 def load_inputs(job: Job) -> None:
     """Materialize the model (build / download) and the calibration text; still no run dir."""
-    recipe.check_modifiers(job.recipe)
     job.model_path, job.model_identity = models.materialize(job.ref)
     if needs_data(job):
         tokenizer = None
@@ -120,6 +120,10 @@ def run(job: Job, force: bool = False) -> tuple[dict, bool]:
         else None,
         "libraries": environment.library_versions(LIBRARIES),
     }
+    if not force and job.rundir.is_cached(STAGE, sha256_json(inputs), [ARTIFACT]):
+        return job.rundir.stage(STAGE), True  # checked when it was made: skip importing it again
+    # llm-compressor's own validation of the modifiers (~10 s of imports), before the run dir
+    recipe.check_modifiers(job.recipe)
     with job.rundir.lock():
         return run_stage(
             job.rundir,

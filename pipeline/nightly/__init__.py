@@ -1,0 +1,1 @@
+"""Nightly evaluation jobs: a models × recipes matrix, a results store, regressions, reports."""

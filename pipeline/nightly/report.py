@@ -1,0 +1,219 @@
+"""`make report`: reports/<date>/index.html and summary.md with three plots (matplotlib PNGs)
+from the results store:
+
+    pareto.png      quality drift (mean KL, ± SE) vs checkpoint size per cell of the latest run:
+                    the points on the lower-left frontier are the recipes worth having
+    throughput.png  output tokens/s vs concurrency per served artifact, its original dashed
+    history.png     each gated metric over runs, one line per cell
+"""
+
+import datetime as dt
+import html
+from collections import defaultdict
+from pathlib import Path
+
+from pipeline.errors import UserError
+from pipeline.fsutil import staging_dir
+from pipeline.nightly import matrix, runner
+
+MIB = 2**20
+STYLE = (
+    "body{font-family:sans-serif;max-width:1100px;margin:2em auto}"
+    "pre{background:#f6f6f6;padding:1em;overflow-x:auto}"
+    "img{max-width:100%;border:1px solid #ddd;margin:1em 0}"
+)
+HISTORY = (
+    ("kl_mean", "mean KL vs original (heldout)", True),
+    ("ppl_ratio", "perplexity ratio", False),
+    ("same_top_pct", "same top-1 token %", False),
+    ("output_tok_s_ratio", "output tok/s ratio (highest concurrency)", False),
+)
+
+
+def write(db: str | None, out_root: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    store = runner.open_store(db, None)
+    runs = store.run_ids()
+    if not runs:
+        raise UserError(f"no nightly runs in {store.url}: run `make nightly` first")
+    latest = runs[-1]
+    rows = runner.summarize(store, latest["id"], matrix.Thresholds())
+    history = store.history()
+    day = latest["started"][:10]
+    with staging_dir(out_root / day) as tmp:
+        _pareto(rows, tmp / "pareto.png")
+        _throughput(rows, tmp / "throughput.png")
+        _history(history, runs, tmp / "history.png")
+        table = runner.render(rows)
+        (tmp / "summary.md").write_text(_markdown(latest, runs, table))
+        (tmp / "index.html").write_text(_html(latest, runs, table))
+    return out_root / day
+
+
+def _pareto(rows: list[dict], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    points = []
+    for r in rows:
+        m = r["metrics"]
+        if "kl_mean" in m and "checkpoint_bytes" in m:
+            x, kl = m["checkpoint_bytes"].value / MIB, m["kl_mean"]
+            ax.errorbar(x, kl.value, yerr=kl.se or 0, fmt="o", capsize=3)
+            ax.annotate(
+                f"{r['model']} × {r['cell']}",
+                (x, kl.value),
+                textcoords="offset points",
+                xytext=(6, 4),
+                fontsize=8,
+            )
+            points.append((x, kl.value))
+    frontier = _frontier(points)
+    if len(frontier) > 1:
+        ax.plot(*zip(*frontier, strict=True), "--", color="grey", lw=1, label="Pareto frontier")
+        ax.legend(fontsize=8)
+    ax.set_xlabel("checkpoint size (MiB)")
+    ax.set_ylabel("mean KL vs original (nats/token)")
+    if points and min(p[1] for p in points) > 0:
+        ax.set_yscale("log")
+    ax.set_title("Quality drift vs weight memory (lower-left is better)")
+    ax.grid(alpha=0.3)
+    _save(fig, path)
+
+
+def _frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Points no other point beats on both size and drift, by size."""
+    best, out = float("inf"), []
+    for x, y in sorted(points):
+        if y < best:
+            out.append((x, y))
+            best = y
+    return out
+
+
+def _throughput(rows: list[dict], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    drawn = False
+    for r in rows:
+        levels = _levels(r["metrics"])
+        if not levels:
+            continue
+        cs = sorted(levels)
+        line = ax.plot(
+            cs,
+            [levels[c].get("output_tok_s", 0) for c in cs],
+            "o-",
+            label=f"{r['model']} × {r['cell']}",
+        )
+        color = line[0].get_color()
+        ax.plot(
+            cs,
+            [levels[c].get("original_tok_s", 0) for c in cs],
+            "s--",
+            color=color,
+            alpha=0.5,
+            label=f"{r['model']} original",
+        )
+        drawn = True
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent requests")
+    ax.set_ylabel("output tokens/s")
+    ax.set_title("Throughput vs concurrency (dashed: the original, same host)")
+    ax.grid(alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no served cells in this run", ha="center", transform=ax.transAxes)
+    _save(fig, path)
+
+
+def _levels(metrics: dict) -> dict[int, dict[str, float]]:
+    out: dict[int, dict[str, float]] = defaultdict(dict)
+    for name, m in metrics.items():
+        if name.startswith("c") and "." in name and name[1:].split(".")[0].isdigit():
+            c, what = name[1:].split(".", 1)
+            out[int(c)][what] = m.value
+    return out
+
+
+def _history(history: list[dict], runs: list[dict], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    order = {r["id"]: i for i, r in enumerate(runs)}
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    for ax, (metric, title, log) in zip(axes.flat, HISTORY, strict=True):
+        series: dict[str, list] = defaultdict(list)
+        for row in history:
+            name = row["name"]
+            if metric == "output_tok_s_ratio":
+                if not name.endswith(".output_tok_s_ratio"):
+                    continue
+            elif name != metric:
+                continue
+            series[f"{row['model']} × {row['cell']}"].append(
+                (order[row["run_id"]], row["value"], row["se"] or 0)
+            )
+        for label, pts in sorted(series.items()):
+            pts = _last_per_run(pts)
+            xs, ys, es = zip(*pts, strict=True)
+            ax.errorbar(xs, ys, yerr=es, fmt="o-", capsize=2, label=label)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        if log and series:
+            ax.set_yscale("log")
+        if series:
+            ax.legend(fontsize=7)
+    for ax in axes[-1]:
+        ax.set_xlabel("run")
+        ax.set_xticks(range(len(runs)), [r["id"][:13] for r in runs], rotation=30, fontsize=7)
+    fig.suptitle("History over nightly runs")
+    _save(fig, path)
+
+
+def _last_per_run(points: list[tuple]) -> list[tuple]:
+    """One point per run (the highest concurrency's ratio when several)."""
+    by_run = {}
+    for x, y, e in points:
+        by_run[x] = (x, y, e)
+    return [by_run[x] for x in sorted(by_run)]
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def _markdown(latest: dict, runs: list[dict], table: str) -> str:
+    return (
+        f"# Nightly report {latest['started'][:10]}\n\n"
+        f"Latest run `{latest['id']}` ({latest['started']} → "
+        f"{latest['ended'] or 'interrupted'}), {len(runs)} runs in the store. "
+        f"Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC.\n\n"
+        f"```\n{table}\n```\n\n"
+        "![Quality drift vs weight memory](pareto.png)\n\n"
+        "![Throughput vs concurrency](throughput.png)\n\n"
+        "![History](history.png)\n"
+    )
+
+
+def _html(latest: dict, runs: list[dict], table: str) -> str:
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>Nightly report {latest["started"][:10]}</title>
+<style>{STYLE}</style>
+</head><body>
+<h1>Nightly report {latest["started"][:10]}</h1>
+<p>Latest run <code>{html.escape(latest["id"])}</code> ({latest["started"]} →
+{latest["ended"] or "interrupted"}), {len(runs)} runs in the store.</p>
+<pre>{html.escape(table)}</pre>
+<h2>Quality drift vs weight memory</h2><img src="pareto.png" alt="mean KL vs size">
+<h2>Throughput vs concurrency</h2><img src="throughput.png" alt="output tokens/s vs concurrency">
+<h2>History</h2><img src="history.png" alt="metrics over runs">
+</body></html>
+"""
