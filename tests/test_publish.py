@@ -207,22 +207,17 @@ def test_network_failure_mid_upload_then_rerun(published_run, session_runs, tmp_
     )
 
 
-def test_unfinished_run_is_refused_unless_forced(quantized, session_runs, tmp_path):
-    quantized("w4a16-rtn")  # quantized only: no eval, no serve
+def test_unfinished_run_is_refused_unless_forced(session_runs, tmp_path):
+    # a recipe of its own: no other test evaluates or serves it
+    mine = tmp_path / "rtn-unpublished.yaml"
+    mine.write_text((REPO_DIR / "recipes" / "w4a16-rtn.yaml").read_text())
+    assert cli("quantize", "--recipe", str(mine), runs=session_runs).returncode == 0
     dest = tmp_path / "out"
-    refused = cli("publish", "--recipe", "w4a16-rtn", "--repo", f"file://{dest}", runs=session_runs)
-    line = _one_line_error(refused, 2)
+    args = ["publish", "--recipe", str(mine), "--repo", f"file://{dest}"]
+    line = _one_line_error(cli(*args, runs=session_runs), 2)
     assert "eval stage missing" in line and "serve stage missing" in line and "--force" in line
     assert not dest.exists()
-    forced = cli(
-        "publish",
-        "--recipe",
-        "w4a16-rtn",
-        "--repo",
-        f"file://{dest}",
-        "--force",
-        runs=session_runs,
-    )
+    forced = cli(*args, "--force", runs=session_runs)
     assert forced.returncode == 0, forced.stderr
     body = (dest / "README.md").read_text()
     assert "Published with `--force`" in body and "eval stage missing" in body
