@@ -1,7 +1,7 @@
 """`make report`: reports/<date>/index.html and summary.md with three plots (matplotlib PNGs)
 from the results store:
 
-    pareto.png      quality drift (mean KL, ± SE) vs checkpoint size per cell of the latest run:
+    pareto.png      quality drift (mean KL, ± SE) vs checkpoint size, each cell as last run:
                     the points on the lower-left frontier are the recipes worth having
     throughput.png  output tokens/s vs concurrency per served artifact, its original dashed
     history.png     each gated metric over runs, one line per cell
@@ -42,14 +42,26 @@ def write(db: str | None, out_root: Path) -> Path:
     rows = runner.summarize(store, latest["id"], matrix.Thresholds())
     history = store.history()
     day = latest["started"][:10]
+    cells = _latest_cells(store, runs)
     with staging_dir(out_root / day) as tmp:
-        _pareto(rows, tmp / "pareto.png")
-        _throughput(rows, tmp / "throughput.png")
+        _pareto(cells, tmp / "pareto.png")
+        _throughput(cells, tmp / "throughput.png")
         _history(history, runs, tmp / "history.png")
         table = runner.render(rows)
         (tmp / "summary.md").write_text(_markdown(latest, runs, table))
         (tmp / "index.html").write_text(_html(latest, runs, table))
     return out_root / day
+
+
+def _latest_cells(store, runs: list[dict]) -> list[dict]:
+    """Each (model, cell) as its most recent run left it: a run of a few cells (a re-run, a
+    one-off experiment) does not hide the others from the plots."""
+    latest = {}
+    for run in runs:
+        for c in store.cells_of(run["id"]):
+            metrics = store.metrics_of(run["id"], c["model"], c["cell"])
+            latest[(c["model"], c["cell"])] = {**c, "metrics": metrics}
+    return [latest[key] for key in sorted(latest)]
 
 
 def _pareto(rows: list[dict], path: Path) -> None:
