@@ -16,7 +16,8 @@ HAS_CUDA   := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/d
 SERVE_REQS := requirements/serve-$(if $(HAS_CUDA),cuda,cpu).txt
 RUN        := $(VENV)/bin/python -m pipeline
 
-.PHONY: setup quantize eval serve run publish nightly report plan recipes models test test-fast lint clean
+.PHONY: setup quantize eval serve run publish nightly report plan recipes models schemas \
+	test test-fast lint clean clean-cache
 
 setup: $(VENV)/.installed $(SERVE_VENV)/.installed
 
@@ -56,7 +57,8 @@ serve: setup
 run: setup
 	$(RUN) run --model $(MODEL) --recipe $(RECIPE) $(ARGS)
 
-# make publish RECIPE=fp8 REPO=acme/tiny-llama-fp8 [ARGS="--dry-run | --private | --create-pr"]
+# make publish RECIPE=fp8 REPO=acme/tiny-llama-fp8 [ARGS="--dry-run | --private | --create-pr
+#   | --ignore-gates | --take-over"]
 # REPO: org/name or hf://org/name (HF_TOKEN or `hf auth login`), or file:///path
 publish: $(VENV)/.installed
 	$(RUN) publish --model $(MODEL) --recipe $(RECIPE) --repo "$(REPO)" $(ARGS)
@@ -81,16 +83,25 @@ recipes: $(VENV)/.installed
 models: $(VENV)/.installed
 	$(RUN) models
 
+# docs/schemas.md from the result models (a unit test fails when it is stale)
+schemas: $(VENV)/.installed
+	$(VENV)/bin/python -m pipeline.cli.schemas > docs/schemas.md
+
 test: setup
 	$(VENV)/bin/python -m pytest $(ARGS)
 
-# Unit tests only: no quantization, no vLLM (seconds).
+# tests/unit only: no model, no quantization, no vLLM (seconds).
 test-fast: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest -m "not slow" $(ARGS)
+	$(VENV)/bin/python -m pytest tests/unit $(ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check pipeline tests benchmarks
 	$(VENV)/bin/ruff format --check pipeline tests benchmarks
+
+# older eval/serve results of every run dir (the latest is always kept):
+# make clean-cache [ARGS="--keep 3 --max-mib 500"]
+clean-cache: $(VENV)/.installed
+	$(RUN) clean-cache $(ARGS)
 
 clean:
 	rm -rf runs .cache

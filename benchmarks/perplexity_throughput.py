@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/perplexity_throughput.py [TOKENS] [REPEATS]
 
 Scores the same held-out token windows (512 tokens, BOS first) of tiny-llama in float32 on CPU
-with (a) pipeline.backends.hf.logprobs, which also keeps every position's full log-probs for
+with (a) pipeline.eval.backends.hf.logprobs, which also keeps every position's full log-probs for
 KL, and (b) lm-eval's HFLM.loglikelihood_rolling on the decoded text (max_length 512, so its
 rolling windows are the same). Runs alternate, REPEATS times each; prints tokens/s (median and
 range), the perplexities (a check that both did the same work) and the ratio.
@@ -17,9 +17,10 @@ import time
 import torch
 from transformers import AutoTokenizer
 
-from pipeline import data, eval_data
-from pipeline.backends import hf
-from pipeline.tiny.build import ensure
+from pipeline.data.texts import load_all
+from pipeline.eval import windows as token_windows
+from pipeline.eval.backends import hf
+from pipeline.models.tiny.build import ensure
 
 BATCH = 4
 
@@ -52,8 +53,8 @@ def main() -> None:
     torch.set_num_threads(torch.get_num_threads())
     model_dir = ensure()
     tok = AutoTokenizer.from_pretrained(model_dir)
-    texts = data.load_all("python-docs", None, "heldout", "text")
-    windows = eval_data.windows(tok, texts, 512, budget)
+    texts = load_all("python-docs", None, "heldout", "text")
+    windows = token_windows.windows(tok, texts, 512, budget)
     decoded = [tok.decode(w[1:]) for w in windows]
     model = hf.load(model_dir)
     lm = HFLM(

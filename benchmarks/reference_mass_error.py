@@ -16,9 +16,11 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from pipeline import corpus, drift, eval_data, reference
-from pipeline.backends import hf
-from pipeline.tiny.build import ensure
+from pipeline.data import corpus
+from pipeline.eval import drift, reference
+from pipeline.eval import windows as token_windows
+from pipeline.eval.backends import hf
+from pipeline.models.tiny.build import ensure
 
 # (label, mass, max_k): fixed top-k keeps everything up to k; mass-based keeps up to the vocab
 CHOICES = [("k=32", 1.0, 32), ("k=128", 1.0, 128)] + [
@@ -31,7 +33,7 @@ def main() -> None:
     recipes = sys.argv[2:] or ["fp8", "gptq", "w4a16-rtn"]
     original_dir = ensure()
     tok = AutoTokenizer.from_pretrained(original_dir)
-    windows = eval_data.windows(tok, corpus.read_split("heldout"), 512, 8192)
+    windows = token_windows.windows(tok, corpus.read_split("heldout"), 512, 8192)
     targets = windows[:, 1:]
     original = list(hf.logprobs(hf.load(original_dir), windows))
     refs = {

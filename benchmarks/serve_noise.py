@@ -20,13 +20,13 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from pipeline.core.paths import NIGHTLY_MATRIX, REPO
 
 
 def main() -> None:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     recipe = sys.argv[2] if len(sys.argv) > 2 else "fp8"
-    serve = yaml.safe_load((REPO / "evals" / "nightly.yaml").read_text())["serve"]
+    serve = yaml.safe_load(NIGHTLY_MATRIX.read_text())["serve"]
     args = ["--concurrency", ",".join(map(str, serve["concurrency"]))]
     args += ["--num-prompts", str(serve["num_prompts"])]
     args += ["--enforce-eager"] if serve.get("enforce_eager") else []
@@ -34,12 +34,11 @@ def main() -> None:
     for i in range(repeats):
         with tempfile.TemporaryDirectory() as runs:
             env = {**os.environ, "RUNS_DIR": runs}
-            for cmd in (["quantize"], ["serve", *args]):
-                base = [sys.executable, "-m", "pipeline", cmd[0], "--recipe", recipe]
-                out = subprocess.DEVNULL
-                subprocess.run([*base, *cmd[1:]], cwd=REPO, env=env, check=True, stdout=out)
-            path = Path(runs, "tiny-llama", recipe, "serve", "results.json")
-            results = json.loads(path.read_text())
+            cmd = [sys.executable, "-m", "pipeline", "serve", "--recipe", recipe, *args, "--json"]
+            done = subprocess.run(cmd, cwd=REPO, env=env, check=True, stdout=subprocess.PIPE)
+            outcome = json.loads(done.stdout.splitlines()[-1])
+            (serve,) = [s for s in outcome["stages"] if s["stage"] == "serve"]
+            results = json.loads(Path(serve["paths"]["results"]).read_text())
         for level in results["comparison"]["levels"]:
             for key in ("output_tok_s", "ttft_median_ms"):
                 ratios.setdefault((level["concurrency"], key), []).append(level[key]["ratio"])

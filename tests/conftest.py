@@ -1,7 +1,7 @@
-"""Shared fixtures. The tiny model is built once per checkout (cached in .cache/), and each
-recipe is quantized once per test session into a session-wide RUNS_DIR."""
+"""What every test shares: the repository, an offline environment, the `gpu` marker and `cli`,
+which runs the pipeline as a user would. The heavy fixtures (tiny model, quantized and served
+artifacts) live in tests/e2e/conftest.py; tests/unit needs none of them."""
 
-import json
 import os
 import shutil
 import subprocess
@@ -43,69 +43,3 @@ def cli(*args: str, runs: Path, env: dict | None = None, timeout: int = 900):
         text=True,
         timeout=timeout,
     )
-
-
-@pytest.fixture(scope="session")
-def tiny_model() -> Path:
-    from pipeline.tiny.build import ensure
-
-    return ensure()
-
-
-@pytest.fixture(scope="session")
-def session_runs(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("runs")
-
-
-@pytest.fixture(scope="session")
-def quantized(session_runs, tiny_model):
-    """quantized(recipe) → the run dir, quantizing on first use (once per session)."""
-    done: dict[str, Path] = {}
-
-    def get(recipe: str) -> Path:
-        if recipe not in done:
-            result = cli("quantize", "--recipe", recipe, runs=session_runs)
-            assert result.returncode == 0, result.stderr[-3000:]
-            done[recipe] = session_runs / "tiny-llama" / recipe
-        return done[recipe]
-
-    return get
-
-
-# Small but real serving: two concurrency levels, 8 requests each, no torch.compile
-SWEEP = ["--concurrency", "1,4", "--num-prompts", "8", "--enforce-eager"]
-
-
-def needs_serving_env():
-    from pipeline.backends import vllm
-
-    if not vllm.available():
-        pytest.skip("serving env not built (make setup)")
-
-
-@pytest.fixture(scope="session")
-def evaluated(quantized, session_runs):
-    """evaluated(recipe) → (results dict, first CLI result), evaluating once per session.
-    All with the hf backend, so that comparisons between recipes compare only the recipes."""
-    done = {}
-
-    def get(recipe: str):
-        if recipe not in done:
-            quantized(recipe)
-            result = cli("eval", "--recipe", recipe, "--backend", "hf", runs=session_runs)
-            assert result.returncode in (0, 1), result.stderr[-3000:]
-            path = session_runs / "tiny-llama" / recipe / "eval" / "results.json"
-            done[recipe] = (json.loads(path.read_text()), result)
-        return done[recipe]
-
-    return get
-
-
-@pytest.fixture(scope="session")
-def served_fp8(quantized, session_runs):
-    needs_serving_env()
-    quantized("fp8")
-    result = cli("serve", "--recipe", "fp8", *SWEEP, runs=session_runs, timeout=1200)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    path = session_runs / "tiny-llama" / "fp8" / "serve" / "results.json"
-    return json.loads(path.read_text()), result

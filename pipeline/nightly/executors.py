@@ -5,10 +5,11 @@ size. Either way each result comes back to the caller, which writes it to the st
 import os
 from collections.abc import Callable, Iterable
 
-from pipeline.errors import UserError
-from pipeline.nightly.cell import REPO, execute
+from pipeline.core.errors import UserError
+from pipeline.core.paths import REPO
+from pipeline.core.progress import bar
+from pipeline.nightly.cell import execute
 from pipeline.nightly.matrix import Cell
-from pipeline.progress import bar
 
 Done = Callable[[dict], None]
 NAMES = ("local", "ray")

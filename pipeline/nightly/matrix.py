@@ -11,18 +11,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, create_model
 
-from pipeline import recipe as recipes
-from pipeline.errors import UserError
-from pipeline.fsutil import runs_root, sha256_json, sha256_text
+from pipeline.config import recipe as recipes
+from pipeline.config.recipe import ServeSettings
+from pipeline.config.strict import Strict, display, load_yaml, validated
+from pipeline.core.errors import UserError
+from pipeline.core.files import sha256_json, sha256_text
+from pipeline.core.paths import NIGHTLY_MATRIX, runs_root
 
-DEFAULT = Path(__file__).resolve().parents[2] / "evals" / "nightly.yaml"
 STAGES = ("quantize", "eval", "serve")
 
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+# The serve block: any of the recipe's serve settings, each optional (the same model, so a typo
+# fails when the matrix loads, not when that cell serves at night).
+ServeOverrides = create_model(
+    "ServeOverrides",
+    __base__=Strict,
+    **{name: (f.annotation | None, None) for name, f in ServeSettings.model_fields.items()},
+)
 
 
 class Thresholds(Strict):
@@ -41,7 +47,7 @@ class CellSpec(Strict):
     name: str | None = None
     stages: list[str] | None = None
     eval_backend: str | None = None
-    serve: dict | None = None
+    serve: ServeOverrides | None = None
     recipe_overrides: dict = Field(
         default_factory=dict, description="dotted recipe keys → values, e.g. calibration.seed: 1"
     )
@@ -54,7 +60,9 @@ class Matrix(Strict):
     recipes: list[str] = Field(min_length=1)
     stages: list[str] = list(STAGES)
     eval_backend: str | None = Field(None, description="hf | vllm; default: each recipe's")
-    serve: dict = Field(default_factory=dict, description="CLI overrides of the serve settings")
+    serve: ServeOverrides = Field(
+        default_factory=ServeOverrides, description="overrides of the recipes' serve settings"
+    )
     thresholds: Thresholds = Thresholds()
     cells: list[CellSpec] = Field(default_factory=list, description="per-cell overrides")
 
@@ -67,34 +75,19 @@ class Cell:
     recipe_arg: str  # what --recipe gets: the name, or the overridden recipe file
     stages: tuple[str, ...]
     eval_backend: str | None
-    serve_args: tuple[str, ...]
+    serve: tuple[tuple[str, object], ...]  # serve setting overrides, in order
     overrides_sha: str | None
     tensor_parallel_size: int
-
-    @property
-    def run_name(self) -> str:
-        """The run directory's recipe part."""
-        return Path(self.recipe_arg).stem
 
 
 def load(path: str | None) -> tuple[Matrix, str]:
     """(matrix, sha256 of its text): a changed matrix starts a new run instead of resuming."""
-    p = Path(path) if path else DEFAULT
-    if not p.is_file():
-        raise UserError(f"nightly matrix not found: {p}")
-    text = p.read_text()
-    try:
-        data = yaml.safe_load(text)
-        matrix = Matrix.model_validate(data or {})
-    except yaml.YAMLError as e:
-        raise UserError(f"{p}: malformed YAML: {getattr(e, 'problem', e)}") from None
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        raise UserError(f"{p}: {where}: {first['msg']}") from None
+    p = Path(path) if path else NIGHTLY_MATRIX
+    data, text = load_yaml(p, "nightly matrix")
+    matrix = validated(Matrix, data or {}, display(p), text)
     for stage in [*matrix.stages, *(s for c in matrix.cells for s in (c.stages or []))]:
         if stage not in STAGES:
-            raise UserError(f"{p}: unknown stage '{stage}' (valid: {', '.join(STAGES)})")
+            raise UserError(f"{display(p)}: unknown stage '{stage}' (valid: {', '.join(STAGES)})")
     return matrix, sha256_text(text)
 
 
@@ -112,10 +105,16 @@ def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
     if spec.recipe_overrides:
         overrides_sha = sha256_json(spec.recipe_overrides)
         recipe_arg = str(_write_overridden(rf, spec.recipe_overrides, overrides_sha))
-    serve = {**matrix.serve, **(spec.serve or {})}
-    tp = spec.tensor_parallel_size or int(serve.get("tensor_parallel_size", 1))
+    serve = matrix.serve.model_dump(exclude_none=True)
+    serve |= spec.serve.model_dump(exclude_none=True) if spec.serve else {}
     if spec.tensor_parallel_size:
-        serve["tensor_parallel_size"] = tp
+        serve["tensor_parallel_size"] = spec.tensor_parallel_size
+    # every bound (gt=0, …) checked against the recipe's own settings, before anything runs
+    settings = validated(
+        ServeSettings,
+        {**rf.spec.serve.model_dump(), **serve},
+        f"cell {spec.model} × {spec.recipe}: serve",
+    )
     return Cell(
         model=spec.model,
         name=spec.name or spec.recipe,
@@ -123,9 +122,9 @@ def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
         recipe_arg=recipe_arg,
         stages=tuple(spec.stages or matrix.stages),
         eval_backend=spec.eval_backend or matrix.eval_backend,
-        serve_args=tuple(_serve_args(serve)),
+        serve=tuple(serve.items()),
         overrides_sha=overrides_sha,
-        tensor_parallel_size=tp,
+        tensor_parallel_size=settings.tensor_parallel_size,
     )
 
 
@@ -150,16 +149,3 @@ def _write_overridden(rf, overrides: dict, digest: str) -> Path:
         tmp.replace(path)
     recipes.load(str(path))  # an override that breaks the recipe fails here, in one line
     return path
-
-
-def _serve_args(serve: dict) -> list[str]:
-    args = []
-    for key, value in serve.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            args += [flag] if value else []
-        elif isinstance(value, list):
-            args += [flag, ",".join(str(v) for v in value)]
-        else:
-            args += [flag, str(value)]
-    return args

@@ -12,9 +12,9 @@ import html
 from collections import defaultdict
 from pathlib import Path
 
-from pipeline.errors import UserError
-from pipeline.fsutil import staging_dir
-from pipeline.nightly import matrix, runner
+from pipeline.core.errors import UserError
+from pipeline.core.files import staging_dir
+from pipeline.nightly import matrix, night
 
 MIB = 2**20
 STYLE = (
@@ -34,12 +34,12 @@ def write(db: str | None, out_root: Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
-    store = runner.open_store(db, None)
+    store = night.open_store(db, None)
     runs = store.run_ids()
     if not runs:
         raise UserError(f"no nightly runs in {store.url}: run `make nightly` first")
     latest = runs[-1]
-    rows = runner.summarize(store, latest["id"], matrix.Thresholds())
+    rows = night.summarize(store, latest["id"], matrix.Thresholds())
     history = store.history()
     day = latest["started"][:10]
     cells = _latest_cells(store, runs)
@@ -47,7 +47,7 @@ def write(db: str | None, out_root: Path) -> Path:
         _pareto(cells, tmp / "pareto.png")
         _throughput(cells, tmp / "throughput.png")
         _history(history, runs, tmp / "history.png")
-        table = runner.render(rows)
+        table = night.render(rows)
         (tmp / "summary.md").write_text(_markdown(latest, runs, table))
         (tmp / "index.html").write_text(_html(latest, runs, table))
     return out_root / day

@@ -29,7 +29,7 @@ from sqlalchemy import (
     update,
 )
 
-from pipeline.errors import UserError
+from pipeline.core.errors import UserError
 
 meta = MetaData()
 runs = Table(

@@ -12,7 +12,7 @@ import json
 import random
 from pathlib import Path
 
-from pipeline import corpus
+from pipeline.data import corpus
 
 ITEMS, CONTEXT_WORDS, ANSWER_WORDS, SEED = 200, 40, 8, 0
 

@@ -1,0 +1,1 @@
+"""Command line: `python -m pipeline …` (pipeline.cli.main)."""

@@ -1,0 +1,66 @@
+"""Command-line flags generated from a settings model, and back: one definition per schema.
+
+`add(parser, ServeSettings)` gives `--input-len`, `--concurrency 1,4,16`, `--enforce-eager /
+--no-enforce-eager`, … with each field's description as help; `overrides(args, ServeSettings)`
+collects what was given; `to_argv(overrides)` turns a dict (a nightly matrix's serve block) back
+into the same flags."""
+
+import argparse
+import types
+import typing
+
+from pydantic import BaseModel
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 1,4,16 (got {text!r})") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers (got {text!r})")
+    return values
+
+
+def _base(annotation):
+    """int | None → int; list[int] stays list[int]."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0]
+    return annotation
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add(parser: argparse.ArgumentParser, model: type[BaseModel], skip=()) -> None:
+    for name, field in model.model_fields.items():
+        if name in skip:
+            continue
+        kind = _base(field.annotation)
+        help_text = (field.description or "") + f" (recipe default {field.default!r})"
+        if kind is bool:
+            parser.add_argument(
+                flag(name), action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
+        elif typing.get_origin(kind) is list:
+            parser.add_argument(flag(name), type=_int_list, metavar="N,N,…", help=help_text)
+        else:
+            parser.add_argument(flag(name), type=kind, help=help_text)
+
+
+def overrides(args: argparse.Namespace, model: type[BaseModel]) -> dict:
+    return {n: getattr(args, n) for n in model.model_fields if getattr(args, n, None) is not None}
+
+
+def to_argv(values: dict) -> list[str]:
+    argv = []
+    for name, value in values.items():
+        if isinstance(value, bool):
+            argv.append(flag(name) if value else "--no-" + name.replace("_", "-"))
+        elif isinstance(value, list):
+            argv += [flag(name), ",".join(str(v) for v in value)]
+        elif value is not None:
+            argv += [flag(name), str(value)]
+    return argv

@@ -1,0 +1,404 @@
+"""Command line: parse, prepare, run the flow, print. Heavy libraries load only inside stages.
+
+python -m pipeline recipes | models
+python -m pipeline quantize --model tiny-llama --recipe fp8 [--force] [--dry-run]
+python -m pipeline eval|serve|run --model tiny-llama --recipe fp8 [--json]
+python -m pipeline publish --model tiny-llama --recipe fp8 --repo org/name [--dry-run]
+python -m pipeline nightly [--matrix evals/nightly.yaml] [--executor ray]; python -m pipeline report
+python -m pipeline plan --model llama3-70b; python -m pipeline schema eval | clean-cache
+"""
+
+import argparse
+import contextlib
+import json
+import sys
+import traceback
+
+from pipeline.config.recipe import ServeSettings
+from pipeline.core.errors import PipelineError
+from pipeline.core.outcome import Outcome
+
+MIB = 2**20
+EXIT_CODES_HELP = """exit codes: 0 ok · 1 internal error (also a server or hub failure)
+· 2 user error (bad input; nothing was created) · 3 a gate failed (results complete,
+quality below the recipe's gates) · 4 not possible on this host (e.g. W4A16 without
+vLLM's kernel; a GPU can).
+--json prints the outcome as one JSON line on stdout (`python -m pipeline schema outcome`)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    command = args.command
+    # plan and a dry run print their own JSON: the result itself, not an outcome
+    plain = command in ("plan", "schema") or getattr(args, "dry_run", False)
+    want_json = getattr(args, "json", False) and not plain
+    # with --json, stdout carries the outcome alone: what people read goes to stderr
+    out = contextlib.redirect_stdout(sys.stderr) if want_json else contextlib.nullcontext()
+    try:
+        with out:
+            outcome = args.func(args)
+    except PipelineError as e:
+        outcome = Outcome.of(command, e.reason, str(e))
+    except KeyboardInterrupt:
+        outcome = Outcome.of(command, "interrupted", "interrupted")
+    except Exception as e:  # a bug or a library's crash: the traceback is for the maintainers
+        traceback.print_exc()
+        outcome = Outcome.of(command, "internal_error", f"{type(e).__name__}: {e}"[:1000])
+    if want_json:
+        print(outcome.model_dump_json())
+    if outcome.exit_code and outcome.message:
+        print(f"error: {outcome.message}", file=sys.stderr)
+    return outcome.exit_code
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line (`error: …`, exit 2) like every other mistake."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (--help for usage)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from pipeline.cli import flags
+
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = _Parser(
+        prog="pipeline",
+        description=__doc__.splitlines()[0],
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(required=True, metavar="COMMAND", parser_class=_Parser, dest="command")
+
+    def command(name: str, func, help_text: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help_text, epilog=EXIT_CODES_HELP, formatter_class=fmt)
+        c.set_defaults(func=func)
+        return c
+
+    command("recipes", cmd_recipes, "list the shipped recipes")
+    command("models", cmd_models, "list model aliases")
+
+    q = command("quantize", cmd_quantize, "quantize a model with a recipe")
+    _model_args(q)
+    q.add_argument("--num-samples", type=int, help="override the recipe's calibration samples")
+    q.add_argument("--max-seq-length", type=int, help="override the recipe's sequence length")
+    q.add_argument("--force", action="store_true", help="redo even if the cached result is valid")
+    q.add_argument("--dry-run", action="store_true", help="print the plan; load no weights")
+    q.add_argument("--json", action="store_true", help="the outcome (with --dry-run: the plan)")
+
+    e = command("eval", cmd_eval, "quality drift vs the original (quantizes first if needed)")
+    _model_args(e)
+    e.add_argument("--backend", choices=["hf", "vllm"], help="default: the recipe's eval.backend")
+    e.add_argument("--force", action="store_true", help="redo the evaluation even if cached")
+    e.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+    sv = command("serve", cmd_serve, "vLLM memory and throughput vs the original")
+    _model_args(sv)
+    flags.add(sv, ServeSettings)
+    sv.add_argument("--port", type=int, help="server port (default: a free one)")
+    sv.add_argument("--force", action="store_true", help="re-measure even if cached")
+    sv.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+    rn = command("run", cmd_run, "quantize → eval → serve, reusing what is cached")
+    _model_args(rn)
+    rn.add_argument("--backend", choices=["hf", "vllm"], help="eval backend")
+    rn.add_argument("--stages", default="eval,serve", help="after quantize (default eval,serve)")
+    rn.add_argument(
+        "--skip-unsupported", action="store_true", help="record stages this host cannot run"
+    )
+    flags.add(rn, ServeSettings)
+    rn.add_argument("--port", type=int, help="server port (default: a free one)")
+    rn.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+    pb = command("publish", cmd_publish, "artifact + model card to the hub or a local folder")
+    _model_args(pb)
+    pb.add_argument("--repo", help="org/name, hf://org/name or file:///path")
+    pb.add_argument("--private", action="store_true", help="create the hub repo private")
+    pb.add_argument("--branch", help="push to this branch (created if missing)")
+    pb.add_argument("--create-pr", action="store_true", help="open a pull request instead")
+    pb.add_argument(
+        "--ignore-gates", action="store_true", help="publish despite missing stages / failed gates"
+    )
+    pb.add_argument(
+        "--take-over", action="store_true", help="add to a repo/folder not published by us"
+    )
+    pb.add_argument("--force", action="store_true", help=argparse.SUPPRESS)  # both, as before
+    pb.add_argument("--dry-run", action="store_true", help="write the card and file list only")
+    pb.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+    nt = command("nightly", cmd_nightly, "the models × recipes matrix, into the results store")
+    nt.add_argument("--matrix", help="matrix file (default evals/nightly.yaml)")
+    nt.add_argument("--executor", default="local", help="local | ray (RAY_ADDRESS, or a local Ray)")
+    nt.add_argument("--db", help="SQLAlchemy URL (default: the matrix's store; $NIGHTLY_DB wins)")
+    nt.add_argument("--new", action="store_true", help="start a new run, do not resume")
+    nt.add_argument("--pin-baseline", metavar="RUN_ID", help="pin a run (or 'latest') and exit")
+
+    rp = command("report", cmd_report, "HTML + Markdown report with plots from the store")
+    rp.add_argument("--db", help="SQLAlchemy URL (default sqlite:///runs/nightly.db)")
+    rp.add_argument("--out", default="reports", help="folder for <date>/index.html")
+
+    pl = command("plan", cmd_plan, "GPUs and users per recipe, from the model config alone")
+    pl.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
+    pl.add_argument("--recipe", action="append", help="recipe(s); default: every shipped one")
+    pl.add_argument("--users", type=int, default=100, help="concurrent users")
+    pl.add_argument("--context", type=int, default=4000, help="tokens of context per user")
+    pl.add_argument("--kv-dtype", action="append", help="auto (16-bit) and/or fp8; default both")
+    pl.add_argument(
+        "--gpu",
+        default="H100-80GB",
+        help="A100-40GB, A100-80GB, H100-80GB, H200-141GB, L40S-48GB, or a size like 24GiB",
+    )
+    pl.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    pl.add_argument(
+        "--overhead-gib", type=float, default=2.0, help="per GPU: activations, graphs, NCCL"
+    )
+    pl.add_argument("--json", action="store_true")
+
+    sc = command("schema", cmd_schema, "JSON Schema of a results file")
+    sc.add_argument("name", choices=sorted(_schemas()), help="which file")
+
+    cc = command("clean-cache", cmd_clean_cache, "prune older eval/serve results of run dirs")
+    cc.add_argument("--keep", type=int, default=1, help="results kept per stage (the latest first)")
+    cc.add_argument("--max-mib", type=float, help="and at most this much per stage and run dir")
+    return p
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
+    p.add_argument("--recipe", default="fp8", help="recipe name or path to a .yaml")
+    p.add_argument("--revision", help="hub revision (branch, tag or commit)")
+
+
+def _ok(command: str, **fields) -> Outcome:
+    return Outcome.of(command, "ok", **fields)
+
+
+def cmd_recipes(args) -> Outcome:
+    from pipeline.config import recipe
+
+    for name in recipe.shipped():
+        rf = recipe.load(name)
+        scheme = rf.scheme()
+        modifiers = "+".join(n.removesuffix("Modifier") for n, _ in rf.modifiers())
+        print(
+            f"{name:<12} {scheme.name if scheme else '-':<12} {modifiers:<22} {rf.spec.description}"
+        )
+    return _ok("recipes")
+
+
+def cmd_models(args) -> Outcome:
+    from pipeline.models import aliases
+
+    print(f"{aliases.TINY:<12} embedded: trained here from Python's own docs (default)")
+    for alias, hub_id in aliases.ALIASES.items():
+        print(f"{alias:<12} {hub_id}")
+    return _ok("models")
+
+
+def _quantize_stage(args, **calibration):
+    from pipeline.quantize.stage import QuantizeStage
+
+    return QuantizeStage.prepare(args.model, args.recipe, revision=args.revision, **calibration)
+
+
+def cmd_quantize(args) -> Outcome:
+    q = _quantize_stage(args, num_samples=args.num_samples, max_seq_length=args.max_seq_length)
+    if args.dry_run:
+        from pipeline.quantize.plan import render
+
+        plan = q.plan()
+        print(json.dumps(plan, indent=2) if args.json else render(plan))
+        return _ok("quantize", model=q.ref.name, recipe=q.recipe.name)
+    return _flow(args, q, (), force={"quantize"} if args.force else set())
+
+
+def cmd_eval(args) -> Outcome:
+    force = {"eval"} if args.force else set()
+    return _flow(args, _quantize_stage(args), ("eval",), backend=args.backend, force=force)
+
+
+def cmd_serve(args) -> Outcome:
+    force = {"serve"} if args.force else set()
+    return _flow(args, _quantize_stage(args), ("serve",), force=force)
+
+
+def cmd_run(args) -> Outcome:
+    """quantize → eval → serve, each reused when cached; one summary table at the end."""
+    from pipeline import flow
+
+    stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+    unknown = [s for s in stages if s not in flow.STAGES]
+    if unknown:
+        raise _user_error(f"--stages: unknown stage {unknown[0]!r} (valid: eval, serve)")
+    outcome = _flow(args, _quantize_stage(args), stages, backend=args.backend)
+    _print_run_table(outcome)
+    return outcome
+
+
+def _user_error(message: str):
+    from pipeline.core.errors import UserError
+
+    return UserError(message)
+
+
+def _flow(args, q, stages, backend=None, force=frozenset()) -> Outcome:
+    from pipeline import flow
+    from pipeline.cli import flags, show
+
+    serve_overrides = flags.overrides(args, ServeSettings) if "serve" in stages else None
+    prepared = flow.prepare(
+        args.command,
+        q,
+        stages,
+        backend=backend,
+        serve_overrides=serve_overrides,
+        port=getattr(args, "port", None),
+        skip_unsupported=getattr(args, "skip_unsupported", False),
+    )
+    return flow.run(prepared, show.STAGES, set(force))
+
+
+def _print_run_table(outcome: Outcome) -> None:
+    from pipeline.cli import show
+
+    text = show.run_summary(outcome)
+    if text:
+        print()
+        print(text)
+
+
+def cmd_publish(args) -> Outcome:
+    from pipeline.core.stage import execute
+    from pipeline.publish import stage as publish
+
+    q = _quantize_stage(args)
+    stage = publish.PublishStage.prepare(
+        q,
+        args.repo,
+        dry_run=args.dry_run,
+        private=args.private,
+        branch=args.branch,
+        create_pr=args.create_pr,
+        ignore_gates=args.ignore_gates or args.force,
+        take_over=args.take_over or args.force,
+    )
+    if stage.problems:
+        print(f"warning: publishing with --ignore-gates although: {'; '.join(stage.problems)}")
+    label = f"publish {q.ref.name} × {q.recipe.name} → {stage.target.display}"
+    fields = {"model": q.ref.name, "recipe": q.recipe.name}
+    if args.dry_run:
+        where = publish.dry_run(stage)
+        print(f"{label}: dry run, nothing sent")
+        print(f"  card      {where / 'README.md'}")
+        print(f"  files     {where / 'files.txt'}")
+        paths = {"card": str(where / "README.md"), "files": str(where / "files.txt")}
+        return _ok("publish", paths=paths, **fields)
+    entry, _ = execute(stage, force=True)  # an action, not a cached computation
+    m = entry.metrics
+    print(f"{label}: done, {m['files']} files, {m['bytes'] / MIB:.1f} MiB")
+    for key in ("commit_url", "pr_url", "path"):
+        if m.get(key):
+            print(f"  {key.replace('_', ' '):<9} {m[key]}")
+    card = stage.path / "README.md"
+    print(f"  card      {card}")
+    return _ok("publish", paths={"card": str(card)}, **fields)
+
+
+def cmd_nightly(args) -> Outcome:
+    from pipeline.nightly import matrix, night
+
+    if args.pin_baseline:
+        m, _ = matrix.load(args.matrix)
+        store = night.open_store(args.db, m)
+        run_id = args.pin_baseline
+        if run_id == "latest":
+            runs = store.run_ids()
+            run_id = runs[-1]["id"] if runs else "latest"
+        store.pin(run_id)
+        print(f"baseline pinned: {run_id} ({store.url})")
+        return _ok("nightly")
+    status, message = night.nightly(args.matrix, args.executor, args.db, args.new)
+    return Outcome.of("nightly", status, message)
+
+
+def cmd_report(args) -> Outcome:
+    from pathlib import Path
+
+    from pipeline.nightly import report
+
+    where = report.write(args.db, Path(args.out))
+    print(f"report    {where / 'index.html'}")
+    print(f"          {where / 'summary.md'}")
+    return _ok("report", paths={"html": str(where / "index.html")})
+
+
+def cmd_plan(args) -> Outcome:
+    from pipeline import capacity
+    from pipeline.config import recipe
+    from pipeline.models import aliases
+
+    ref = aliases.resolve(args.model)
+    config = aliases.load_config(ref)
+    recipes = [recipe.load(name) for name in (args.recipe or recipe.shipped())]
+    gpu = capacity.gpu_bytes(args.gpu)
+    rows = capacity.plan(
+        config,
+        recipes,
+        args.kv_dtype or ["auto", "fp8"],
+        args.users,
+        args.context,
+        gpu,
+        args.gpu_memory_utilization,
+        args.overhead_gib,
+    )
+    if args.json:
+        table = {"model": ref.name, "gpu": args.gpu, "gpu_bytes": gpu}
+        print(json.dumps({**table, "rows": capacity.as_json(rows)}, indent=2))
+    else:
+        print(capacity.describe(ref.name, config, args.gpu_memory_utilization, args.overhead_gib))
+        print(capacity.render(rows, args.users, args.context, args.gpu))
+    return _ok("plan", model=ref.name)
+
+
+def _schemas() -> dict:
+    return {
+        "manifest": "pipeline.core.rundir:Manifest",
+        "eval": "pipeline.eval.results:EvalResults",
+        "serve": "pipeline.serve.results:ServeResults",
+        "publish": "pipeline.publish.results:PublishRecord",
+        "outcome": "pipeline.core.outcome:Outcome",
+    }
+
+
+def schema_of(name: str) -> dict:
+    import importlib
+
+    module, _, cls = _schemas()[name].partition(":")
+    return getattr(importlib.import_module(module), cls).model_json_schema()
+
+
+def cmd_schema(args) -> Outcome:
+    print(json.dumps(schema_of(args.name), indent=2))
+    return _ok("schema")
+
+
+def cmd_clean_cache(args) -> Outcome:
+    from pipeline.core.paths import runs_root
+    from pipeline.core.rundir import HISTORY_STAGES, RunDir
+
+    if args.keep < 1:
+        raise _user_error(
+            f"--keep must be >= 1: the latest result is always kept (got {args.keep})"
+        )
+    cap = int(args.max_mib * MIB) if args.max_mib is not None else None
+    removed = []
+    root = runs_root()
+    for manifest in sorted(root.glob("*/*/manifest.json")):
+        rundir = RunDir(manifest.parent.parent.name, manifest.parent.name, root)
+        with rundir.lock():
+            for stage in HISTORY_STAGES:
+                removed += rundir.prune(stage, args.keep, cap)
+    for path in removed:
+        print(f"removed   {path}")
+    print(f"clean-cache: {len(removed)} older results removed under {root}")
+    return _ok("clean-cache")

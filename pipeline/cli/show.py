@@ -1,0 +1,75 @@
+"""What people see of each stage when it finishes (the flow calls these), and `run`'s summary."""
+
+from pipeline.cli.tables import eval_table, run_table, serve_table
+from pipeline.core.outcome import Outcome
+
+MIB = 2**20
+
+
+def _state(entry, cached: bool, done: str = "done") -> str:
+    return f"cached (since {entry.ended}; --force redoes it)" if cached else done
+
+
+def quantize(stage, entry, cached: bool) -> None:
+    m = entry.metrics
+    label = f"quantize {stage.ref.name} × {stage.recipe.name}"
+    if cached:
+        print(f"{label}: cached (inputs unchanged since {entry.ended}; --force redoes it)")
+    else:
+        print(f"{label}: done in {m['wall_seconds']:.1f} s")
+    print(f"  artifact  {stage.artifact}")
+    print(
+        f"  size      {m['tensor_bytes'] / MIB:.2f} MiB tensors, {m['ratio_to_bf16']:.3f}× bf16, "
+        f"{m['ratio_to_theoretical']:.3f}× the scheme's ideal size"
+    )
+    print(f"  manifest  {stage.rundir.manifest_path}")
+
+
+def eval_(stage, entry, cached: bool) -> None:
+    results = stage.load_results(entry)
+    q = stage.quantize
+    kv = "" if results.kv_cache in ("16-bit", "auto (vLLM)") else f", KV cache {results.kv_cache}"
+    print(
+        f"eval {q.ref.name} × {q.recipe.name}: {_state(entry, cached)}; backend "
+        f"{results.backend} ({results.dtype}{kv}), reference keeps "
+        f"{100 * results.reference_mass:g}% of the original's probability per token"
+    )
+    print(eval_table(results))
+    print(f"  results   {stage.rundir.path / entry.outputs['results']}")
+
+
+def serve(stage, entry, cached: bool) -> None:
+    results = stage.load_results(entry)
+    q = stage.quantize
+    base = "cached" if results.original_cached else "measured now"
+    print(f"serve {q.ref.name} × {q.recipe.name}: {_state(entry, cached)}; original model: {base}")
+    print(serve_table(results))
+    print(f"  results   {stage.rundir.path / entry.outputs['results']}")
+
+
+STAGES = {"quantize": quantize, "eval": eval_, "serve": serve}
+
+
+def run_summary(outcome: Outcome) -> str:
+    """`make run`'s closing table, from the results the outcome points at."""
+    from pipeline.eval.results import load as eval_results
+    from pipeline.serve.results import load as serve_results
+
+    by = {s.stage: s for s in outcome.stages if s.status in ("done", "cached", "gate_failed")}
+    quality = eval_results(_path(by["eval"])) if "eval" in by else None
+    if quality:  # as the flow re-checked them against the recipe now
+        quality.gates.passed = by["eval"].status != "gate_failed"
+    serving = serve_results(_path(by["serve"])) if "serve" in by else None
+    if not quality and not serving:
+        return ""
+    lines = [run_table(quality, serving, f"{outcome.model} × {outcome.recipe}")]
+    for s in outcome.stages:
+        if s.status == "unsupported":
+            lines.append(f"  {s.stage:<21} not run on this host: {s.message}")
+    return "\n".join(lines)
+
+
+def _path(stage_outcome):
+    from pathlib import Path
+
+    return Path(stage_outcome.paths["results"])

@@ -1,0 +1,1 @@
+"""Recipes and the quantization schemes they name."""

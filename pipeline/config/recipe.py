@@ -1,0 +1,226 @@
+"""Recipes: the llm-compressor modifier YAML, verbatim, plus the pipeline's own sections.
+
+A recipe file is `recipes/<name>.yaml`, or any path to a .yaml file. Unknown keys are rejected
+(pydantic `extra="forbid"`) with the file, the key and its line, so a typo never passes silently.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator
+
+from pipeline.config.schemes import Scheme, scheme_from_args
+from pipeline.config.strict import Strict, display, explain, load_yaml, validated
+from pipeline.core.errors import UserError
+from pipeline.core.paths import RECIPES_DIR
+
+
+class Calibration(Strict):
+    """Where calibration text comes from and how much of it (see pipeline/data.py)."""
+
+    dataset: str = Field("python-docs", description="python-docs, a hub data set id, or a file")
+    config_name: str | None = Field(None, description="hub data set configuration (subset)")
+    split: str = Field("calibration", description="split of the data set to sample from")
+    text_column: str = "text"
+    chat_template: bool = Field(False, description="render a `messages` column with the template")
+    num_samples: int = Field(512, ge=0)
+    max_seq_length: int = Field(2048, gt=0)
+    seed: int = 42
+
+
+class Gates(Strict):
+    """Pass/fail limits on the held-out split; unset = not checked."""
+
+    max_ppl_ratio: float | None = Field(None, gt=0, description="quantized / original perplexity")
+    max_mean_kl: float | None = Field(None, ge=0, description="mean KL(original ‖ quantized)")
+    min_same_top_pct: float | None = Field(None, ge=0, le=100, description="same top token, %")
+
+
+class TaskSpec(Strict):
+    """One lm-eval task, run on the original and the quantized model (after llm-compressor's
+    lm-eval tests: the quantized model must keep `recovery_threshold` of the original's score)."""
+
+    task: str = Field(description="lm-eval task name; local tasks live in evals/tasks/")
+    num_fewshot: int = Field(0, ge=0)
+    limit: int | None = Field(None, gt=0, description="first N documents only")
+    metric: str = Field("acc", description="lm-eval metric key, e.g. acc, acc_norm, exact_match")
+    recovery_threshold: float | None = Field(
+        0.95, gt=0, description="min quantized / original score; null = record only"
+    )
+
+
+class EvalSettings(Strict):
+    """Quality drift vs the original model (see pipeline/stages/eval.py)."""
+
+    dataset: str = Field("python-docs", description="held-out text: python-docs, file or hub id")
+    config_name: str | None = None
+    split: str = "heldout"
+    text_column: str = "text"
+    context_length: int = Field(512, gt=1)
+    max_tokens: int = Field(16384, gt=0, description="token budget per split")
+    reference_mass: float = Field(
+        0.99, gt=0, le=1, description="probability mass of the original kept per token"
+    )
+    reference_max_k: int = Field(4096, gt=0, description="at most this many tokens per position")
+    backend: Literal["auto", "hf", "vllm"] = "auto"
+    kv_cache_dtype: str = Field(
+        "auto", description="the quantized model's KV cache in the vllm backend: auto | fp8"
+    )
+    tasks: list[TaskSpec] = Field(default_factory=list, description="lm-eval tasks (optional)")
+    gates: Gates = Gates()
+
+
+class ServeSettings(Strict):
+    """vLLM serving measurement (see pipeline/stages/serve.py); the CLI can override each."""
+
+    input_len: int = Field(128, gt=0, description="random prompt tokens per request")
+    output_len: int = Field(64, gt=0, description="generated tokens per request (EOS ignored)")
+    concurrency: list[int] = Field([1, 4, 16], min_length=1, description="max concurrency sweep")
+    num_prompts: int = Field(32, gt=0, description="requests per level (at least 2 × concurrency)")
+    max_model_len: int | None = Field(None, gt=0, description="default: the model's, ≤ 4096")
+    tensor_parallel_size: int = Field(1, gt=0)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    dtype: str = "auto"
+    kv_cache_dtype: str = Field("auto", description="auto | fp8 | fp8_e4m3 | fp8_e5m2")
+    enforce_eager: bool = Field(False, description="no CUDA graphs / torch.compile (faster start)")
+    cpu_kvcache_space_gib: float = Field(1, gt=0, description="CPU only: VLLM_CPU_KVCACHE_SPACE")
+    cpu_omp_threads_bind: str | None = Field(None, description="CPU: VLLM_CPU_OMP_THREADS_BIND")
+    startup_timeout_s: int = Field(900, gt=0)
+    seed: int = 0
+
+
+class Recipe(Strict):
+    description: str
+    quantization: dict[str, Any] = Field(description="llm-compressor recipe (stages → modifiers)")
+    calibration: Calibration = Calibration()
+    eval: EvalSettings = EvalSettings()
+    serve: ServeSettings = ServeSettings()
+
+    @field_validator("quantization")
+    @classmethod
+    def _stages_and_groups(cls, value: dict) -> dict:
+        # llm-compressor silently skips keys not ending in _stage / _modifiers: reject them here.
+        for stage, groups in value.items():
+            if not stage.endswith("_stage") or not isinstance(groups, dict):
+                raise ValueError(f"'{stage}' must be a mapping named <name>_stage")
+            for group, mods in groups.items():
+                if not group.endswith("_modifiers") or not isinstance(mods, dict) or not mods:
+                    raise ValueError(f"'{stage}.{group}' must be a mapping named <name>_modifiers")
+        if not value:
+            raise ValueError("needs at least one <name>_stage with modifiers")
+        return value
+
+
+@dataclass(frozen=True)
+class RecipeFile:
+    name: str
+    path: Path
+    text: str
+    spec: Recipe
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def section_sha256(self, *sections: str) -> str:
+        """Hash of some sections only: editing eval gates must not invalidate a quantization."""
+        data = self.spec.model_dump(include=set(sections))
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+    def modifiers(self) -> list[tuple[str, dict]]:
+        """(ModifierName, arguments) in order, across all stages."""
+        found = []
+        for stage in self.spec.quantization.values():
+            for group in (stage or {}).values():
+                for name, args in (group or {}).items():
+                    found.append((name, dict(args or {})))
+        return found
+
+    def scheme(self) -> Scheme | None:
+        for _, args in self.modifiers():
+            scheme = scheme_from_args(args)
+            if scheme:
+                return scheme
+        return None
+
+    def kv_cache_scheme(self) -> dict | None:
+        """llm-compressor's kv_cache_scheme (calibrated KV-cache quantization), if any."""
+        for _, args in self.modifiers():
+            if args.get("kv_cache_scheme"):
+                return dict(args["kv_cache_scheme"])
+        return None
+
+    def ignored(self) -> list[str]:
+        for _, args in self.modifiers():
+            if "ignore" in args:
+                return list(args["ignore"])
+        return []
+
+    def quantization_yaml(self) -> str:
+        return yaml.safe_dump(self.spec.quantization, sort_keys=False)
+
+
+def check_modifiers(rf: RecipeFile) -> None:
+    """Build the modifiers with llm-compressor's own pydantic models (extra="forbid"), so an
+    unknown modifier or argument fails before any weights are loaded. Imports llm-compressor."""
+    import os
+
+    # Its import-time device warnings are noise for a syntax check; a run re-enables its logs.
+    user_set = "LLM_COMPRESSOR_LOG_DISABLED" in os.environ
+    os.environ.setdefault("LLM_COMPRESSOR_LOG_DISABLED", "true")
+    try:
+        from llmcompressor.recipe import Recipe as LCRecipe
+
+        for modifier in LCRecipe.from_dict(rf.spec.quantization).modifiers:
+            if hasattr(modifier, "resolve_quantization_config"):
+                modifier.resolve_quantization_config()  # scheme vs config_groups conflicts
+    except ValidationError as e:
+        modifier = _modifier_class(e.title)
+        raise UserError(explain(e, modifier, f"{display(rf.path)}: {e.title}", None)) from None
+    except Exception as e:  # unknown modifier name, bad ordering
+        raise UserError(f"{display(rf.path)}: quantization: {str(e).splitlines()[0]}") from None
+    finally:
+        if not user_set:
+            del os.environ["LLM_COMPRESSOR_LOG_DISABLED"]
+
+
+def _modifier_class(name: str):
+    """llm-compressor's pydantic model of a modifier, to list its valid arguments."""
+    from llmcompressor.modifiers.factory import ModifierFactory
+
+    if not ModifierFactory._loaded:
+        ModifierFactory.refresh()
+    return ModifierFactory._registered_registry.get(name) or ModifierFactory._main_registry.get(
+        name
+    )
+
+
+def shipped() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def resolve_path(name_or_path: str) -> Path:
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml"):
+        if not candidate.is_file():
+            raise UserError(f"recipe file not found: {name_or_path}")
+        return candidate
+    path = RECIPES_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        valid = ", ".join(shipped())
+        raise UserError(f"unknown recipe '{name_or_path}'; valid: {valid} (or a path to a .yaml)")
+    return path
+
+
+def load(name_or_path: str) -> RecipeFile:
+    path = resolve_path(name_or_path)
+    data, text = load_yaml(path, "recipe file")
+    shown = display(path)
+    if not isinstance(data, dict):
+        raise UserError(f"{shown}: a recipe must be a mapping with 'description', 'quantization'")
+    spec = validated(Recipe, data, shown, text)
+    return RecipeFile(name=path.stem, path=path, text=text, spec=spec)

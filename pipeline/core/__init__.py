@@ -1,0 +1,1 @@
+"""What every stage shares: paths, errors, files, processes, the run directory, the stage runner."""

@@ -1,0 +1,53 @@
+"""The failures a command can end with, each with its exit code and a machine-readable reason.
+
+    0 ok · 1 internal error (a server or hub failure too) · 2 user error · 3 a gate failed ·
+    4 not possible on this host
+
+Messages are for people and may be reworded; programs (nightly) read `reason`, never the text.
+A failed gate is no exception: the results are complete, and the flow reports it (exit 3).
+"""
+
+
+class PipelineError(Exception):
+    exit_code = 1
+    reason = "internal_error"
+
+    def __init__(self, message: str):
+        # One line where it is the user's to fix: the CLI prints it verbatim.
+        super().__init__(" ".join(str(message).split()) if self.exit_code != 1 else message)
+
+
+class UserError(PipelineError):
+    """Bad input: names the file / key / value and what would be valid."""
+
+    exit_code = 2
+    reason = "user_error"
+
+
+class NotOnThisHost(PipelineError):
+    """Valid input that this host's hardware or vLLM build cannot run (a GPU can)."""
+
+    exit_code = 4
+    reason = "unsupported"
+
+
+class ServerError(PipelineError):
+    """A vLLM server that failed to start or died; the message carries its log's last lines."""
+
+    reason = "server_error"
+
+
+class HubError(PipelineError):
+    """An upload that failed on the way (network, server); safe to re-run."""
+
+    reason = "hub_error"
+
+
+EXIT_CODES = {"ok": 0, "internal_error": 1, "server_error": 1, "hub_error": 1}
+EXIT_CODES |= {"user_error": 2, "gate_failed": 3, "unsupported": 4, "interrupted": 130}
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception from a library, for a one-line UserError."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

@@ -1,0 +1,19 @@
+"""Where things are: the checkout's own folders, and the run and cache roots (overridable)."""
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPES_DIR = REPO / "recipes"
+TASKS_DIR = REPO / "evals" / "tasks"
+NIGHTLY_MATRIX = REPO / "evals" / "nightly.yaml"
+# Scripts run by the serving env's python (vLLM cannot be imported in the main env).
+VLLM_SCRIPTS = REPO / "pipeline" / "vllm_scripts"
+
+
+def runs_root() -> Path:
+    return Path(os.environ.get("RUNS_DIR") or Path.cwd() / "runs").resolve()
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("PIPELINE_CACHE") or Path.cwd() / ".cache").resolve()

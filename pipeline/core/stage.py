@@ -1,0 +1,107 @@
+"""The stage contract, and the one runner that gives every stage the same bookkeeping: cache
+check, lock, staging folder, status, timing, errors, manifest entry.
+
+A stage is prepared (every check on its input, nothing written), then executed:
+
+    stage = EvalStage.prepare(quantize_stage, backend="hf")
+    entry, cached = execute(stage)           # or execute(stage, force=True) to recompute
+    results = stage.load_results(entry)      # typed (pydantic) results of that entry
+
+Its `inputs()` decide whether a result can be reused: the entry's fingerprint is their hash.
+`work(out)` writes the stage's files into `out`, a staging folder renamed into place only when
+`work` returns, and returns the metrics recorded in the manifest.
+"""
+
+import time
+from pathlib import Path
+from typing import Protocol
+
+from pipeline.core import environment
+from pipeline.core.files import sha256_json, staging_dir
+from pipeline.core.rundir import HISTORY_STAGES, RunDir, StageEntry, now
+
+KEEP_RESULTS = 8  # per stage and run dir; older ones are pruned (`make clean-cache` for more)
+
+
+class Stage(Protocol):
+    name: str  # its key in the manifest
+    folder: str  # where its outputs live in the run dir
+    rundir: RunDir
+    header: dict  # model and recipe, recorded in the manifest
+
+    def inputs(self) -> dict: ...
+
+    def before_work(self) -> None: ...  # checks worth making only when the stage will run
+
+    def work(self, out: Path) -> dict: ...
+
+    def outputs(self, folder: str) -> dict[str, str]: ...
+
+    def load_results(self, entry: StageEntry): ...
+
+
+class AfterQuantize:
+    """For the stages that work on an artifact (eval, serve, publish): they live in its
+    quantize stage's run dir and record the same model and recipe header."""
+
+    quantize: object  # the QuantizeStage
+
+    @property
+    def rundir(self) -> RunDir:
+        return self.quantize.rundir
+
+    @property
+    def header(self) -> dict:
+        return self.quantize.header
+
+
+def folder_for(stage: Stage, fingerprint: str) -> str:
+    """Relative output folder: one per fingerprint for the stages that keep several results."""
+    if stage.name in HISTORY_STAGES:
+        return f"{stage.folder}/{fingerprint[:16]}"
+    return stage.folder
+
+
+def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
+    """(manifest entry, was_cached). Raises whatever `work` raises, after recording it."""
+    inputs = stage.inputs()
+    fingerprint = sha256_json(inputs)
+    rundir = stage.rundir
+    if force or not rundir.cached(stage.name, fingerprint):
+        stage.before_work()  # its refusals leave nothing behind: no run dir is made before
+    with rundir.lock():
+        hit = None if force else rundir.cached(stage.name, fingerprint)
+        if hit:
+            if rundir.stage(stage.name) != hit:  # it becomes the latest again
+                rundir.update(stage.header, stage.name, hit)
+            return hit, True
+        folder = folder_for(stage, fingerprint)
+        entry = StageEntry(
+            status="running",
+            started=now(),
+            fingerprint=fingerprint,
+            inputs=inputs,
+            outputs=stage.outputs(folder),
+            environment=environment.host(),
+        )
+        rundir.update(stage.header, stage.name, entry)
+        t0 = time.monotonic()
+        try:
+            with getattr(stage, "staging", staging_dir)(rundir.path / folder) as out:
+                metrics = stage.work(out)
+        except BaseException as e:
+            entry.status, entry.ended, entry.error = "failed", now(), _one_line(e)
+            entry.metrics = {"wall_seconds": round(time.monotonic() - t0, 2)}
+            rundir.update(stage.header, stage.name, entry)
+            raise
+        entry.status, entry.ended = "done", now()
+        entry.metrics = {"wall_seconds": round(time.monotonic() - t0, 2), **metrics}
+        rundir.update(stage.header, stage.name, entry)
+        if stage.name in HISTORY_STAGES:
+            rundir.prune(stage.name, KEEP_RESULTS)
+    return entry, False
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return f"{type(e).__name__}: {text}"[:500]

@@ -1,0 +1,1 @@
+"""Text for calibration and evaluation: the offline corpus, local files, hub data sets."""

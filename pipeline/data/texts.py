@@ -1,0 +1,114 @@
+"""Calibration text, through `datasets`: the offline Python-docs corpus, local files, or the hub.
+
+python-docs            the offline default; `split` is train | calibration | heldout
+path/to/file.txt       one sample per paragraph (blank-line separated)
+path/to/file.jsonl     one sample per line, text in `text_column`
+path/to/file.parquet   one sample per row, text in `text_column`
+org/name               a hub data set (`config_name`, `split`, `text_column`);
+                       with `chat_template: true` a `messages` column is rendered with the
+                       model's chat template (e.g. HuggingFaceH4/ultrachat_200k, train_sft)
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.config.recipe import Calibration
+from pipeline.core.errors import UserError, first_line
+from pipeline.core.files import sha256_json
+from pipeline.data import corpus
+
+DEFAULT = "python-docs"
+_LOADERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+
+@dataclass(frozen=True)
+class TextSet:
+    texts: list[str]
+    description: dict  # where they came from, for the manifest
+
+    @property
+    def fingerprint(self) -> str:
+        return sha256_json([self.description, self.texts])
+
+
+def load_texts(cal: Calibration, tokenizer=None) -> TextSet:
+    """`cal.num_samples` texts (fewer if the source has fewer), shuffled with `cal.seed`."""
+    rows, source = _load_rows(cal.dataset, cal.config_name, cal.split)
+    column = "messages" if cal.chat_template else cal.text_column
+    if column not in rows.column_names:
+        have = ", ".join(rows.column_names)
+        raise UserError(f"calibration data {source}: no column '{column}' (columns: {have})")
+    rows = rows.shuffle(seed=cal.seed)
+    texts = []
+    for value in rows[column]:
+        text = _render(value, cal.chat_template, tokenizer)
+        if text.strip():
+            texts.append(text)
+        if len(texts) == cal.num_samples:
+            break
+    if not texts:
+        raise UserError(f"calibration data {source}: no non-empty text in column '{column}'")
+    description = {
+        "dataset": cal.dataset,
+        "config_name": cal.config_name,
+        "split": cal.split,
+        "column": column,
+        "requested_samples": cal.num_samples,
+        "samples": len(texts),
+        "seed": cal.seed,
+    }
+    return TextSet(texts=texts, description=description)
+
+
+def _render(value, chat: bool, tokenizer) -> str:
+    if not chat:
+        return value.strip() if isinstance(value, str) else ""
+    return tokenizer.apply_chat_template(value, tokenize=False)
+
+
+def load_all(dataset: str, config_name: str | None, split: str, column: str) -> list[str]:
+    """Every non-empty text of a split, in order (evaluation reads a fixed token budget)."""
+    rows, source = _load_rows(dataset, config_name, split)
+    if column not in rows.column_names:
+        have = ", ".join(rows.column_names)
+        raise UserError(f"data {source}: no column '{column}' (columns: {have})")
+    texts = [t.strip() for t in rows[column] if isinstance(t, str) and t.strip()]
+    if not texts:
+        raise UserError(f"data {source}: no non-empty text in column '{column}'")
+    return texts
+
+
+def _load_rows(dataset: str, config_name: str | None, split: str):
+    import datasets
+
+    datasets.disable_progress_bars()
+    if dataset == DEFAULT:
+        if split not in corpus.SPLITS:
+            raise UserError(f"split '{split}' of python-docs; valid: {', '.join(corpus.SPLITS)}")
+        texts = corpus.chunks(corpus.read_split(split))
+        return datasets.Dataset.from_dict({"text": texts}), f"python-docs:{split}"
+    path = Path(dataset).expanduser()
+    if path.suffix in _LOADERS or path.exists() or dataset.startswith((".", "/", "~")):
+        return _load_file(path), str(path)
+    try:
+        rows = datasets.load_dataset(dataset, config_name, split=split)
+    except Exception as e:  # offline, unknown id, bad split: one line for the user
+        raise UserError(f"cannot load data set '{dataset}': {first_line(e)}") from None
+    return rows, f"{dataset}:{split}"
+
+
+def _load_file(path: Path):
+    import datasets
+
+    if not path.is_file():
+        raise UserError(f"calibration file not found: {path}")
+    loader = _LOADERS.get(path.suffix)
+    if loader is None:
+        raise UserError(f"calibration file {path}: unsupported type; use .txt, .jsonl or .parquet")
+    if path.stat().st_size == 0:
+        raise UserError(f"calibration file {path} is empty")
+    extra = {"sample_by": "paragraph"} if loader == "text" else {}
+    try:
+        return datasets.load_dataset(loader, data_files=str(path), split="train", **extra)
+    except Exception as e:
+        raise UserError(f"calibration file {path}: cannot read it: {first_line(e)}") from None

@@ -1,0 +1,107 @@
+"""Log-probabilities from vLLM: the kernels that will actually serve the artifact.
+
+vLLM lives in the serving env (.venv-serve), so this runs pipeline/vllm_scripts/
+prompt_logprobs.py there as a subprocess (its own process group, always stopped), once per
+model over all windows, reading its results batch by batch as they appear.
+With a vocabulary up to FULL_VOCAB_LIMIT it asks for every token's log-prob (exact); above
+that for the top TOP_LOGPROBS (the reference's default reference_max_k), and the unseen tokens
+share the remaining mass evenly.
+"""
+
+import math
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pipeline import serving_env
+from pipeline.core import procs
+from pipeline.core.paths import VLLM_SCRIPTS
+from pipeline.serving_env import SERVE_PYTHON
+
+NAME = "vllm"
+SCRIPT = VLLM_SCRIPTS / "prompt_logprobs.py"
+FULL_VOCAB_LIMIT = 32768
+TOP_LOGPROBS = 4096
+BATCH_WINDOWS = 4  # bounds the serving process's memory (see vllm_scripts/prompt_logprobs.py)
+
+
+@dataclass
+class Handle:
+    model_dir: Path
+    vocab_size: int
+    kv_cache_dtype: str = "auto"
+
+
+def load(model_dir: Path, kv_cache_dtype: str = "auto") -> Handle:
+    import json
+
+    serving_env.require("eval backend vllm")
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    return Handle(Path(model_dir), int(config["vocab_size"]), kv_cache_dtype)
+
+
+def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
+    """Per window, as vLLM finishes each batch: [context − 1, vocab] log-probs."""
+    top = -1 if handle.vocab_size <= FULL_VOCAB_LIMIT else TOP_LOGPROBS
+    batches = math.ceil(len(windows) / BATCH_WINDOWS)
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(f"{tmp}/windows.npy", windows.numpy())
+        cmd = [
+            str(SERVE_PYTHON),
+            str(SCRIPT),
+            str(handle.model_dir),
+            f"{tmp}/windows.npy",
+            tmp,
+            str(top),
+            str(BATCH_WINDOWS),
+            handle.kv_cache_dtype,
+        ]
+        env = {
+            **os.environ,
+            "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+        }
+        log = Path(tmp) / "vllm.log"
+        with procs.group(cmd, log, env) as proc:
+            for b in range(batches):
+                path = Path(tmp) / f"batch-{b:05d}.npz"
+                while not path.is_file():
+                    if proc.poll() is not None and not path.is_file():
+                        raise RuntimeError(
+                            f"vLLM prompt_logprobs failed (exit {proc.returncode}):\n"
+                            + procs.tail(log)
+                        )
+                    time.sleep(0.2)
+                out = dict(np.load(path))
+                path.unlink()
+                yield from _windows(out, handle.vocab_size)
+
+
+def _windows(out: dict, vocab: int) -> Iterator[torch.Tensor]:
+    ids = torch.from_numpy(out["ids"]).long()
+    values = torch.from_numpy(out["logprobs"]).float()
+    for starts, ends in zip(out["start"], out["end"], strict=True):
+        rows = []
+        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+            rows.append(_dense(ids[s:e], values[s:e], vocab))
+        yield torch.stack(rows)
+
+
+def _dense(ids: torch.Tensor, values: torch.Tensor, vocab: int) -> torch.Tensor:
+    seen = torch.zeros(vocab, dtype=torch.bool)
+    seen[ids] = True
+    unseen = vocab - int(seen.sum())
+    rest = (1 - values.double().exp().sum()).clamp(min=1e-12)
+    fill = float((rest / max(unseen, 1)).log()) if unseen else float("-inf")
+    row = torch.full((vocab,), fill, dtype=torch.float32)
+    row[ids] = values
+    return row
+
+
+def describe(handle: Handle) -> dict:
+    return {"backend": NAME, "dtype": "bfloat16", "kv_cache": f"{handle.kv_cache_dtype} (vLLM)"}

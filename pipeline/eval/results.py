@@ -1,0 +1,104 @@
+"""eval/<fingerprint>/results.json, typed (`python -m pipeline schema eval`). No torch: publish,
+nightly and the CLI read results without it."""
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class ReferenceInfo(BaseModel):
+    key: str = Field(description="the cached reference's key (model, tokens, mass, backend)")
+    tokens_kept_mean: float
+    tokens_kept_max: int
+    mass_kept_mean: float
+    mass_kept_min: float
+
+
+class SplitDrift(BaseModel):
+    """One split: the original vs the quantized model on the same token windows."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    tokens: int
+    ppl_original: float
+    ppl_original_se: float
+    ppl_quantized: float
+    ppl_quantized_se: float
+    ppl_ratio: float
+    ppl_ratio_se: float = Field(description="paired: SE of exp(mean(nll_q − nll_p))")
+    ppl_diff: float
+    kl_mean: float = Field(description="mean KL(original ‖ quantized), nats per token")
+    kl_mean_se: float
+    kl_p50: float
+    kl_p90: float
+    kl_p99: float
+    kl_p99_9: float
+    kl_max: float
+    same_top_pct: float = Field(description="% of tokens whose most likely token is the same")
+    same_top_pct_se: float
+    rms_dp_pct: float = Field(description="RMS of Δp of the actual next token, %")
+    windows: int
+    context_length: int
+    reference_bytes_per_token: float
+    reference: ReferenceInfo
+    reference_cached: bool
+
+
+class TaskRow(BaseModel):
+    task: str
+    metric: str
+    num_fewshot: int
+    samples: int | None
+    original: float
+    original_stderr: float | None
+    quantized: float
+    quantized_stderr: float | None
+    recovery: float | None = Field(description="quantized / original")
+    recovery_threshold: float | None
+    original_cached: bool = False
+
+
+class GateCheck(BaseModel):
+    gate: str
+    limit: float
+    value: float
+    passed: bool
+
+
+class GateReport(BaseModel):
+    passed: bool
+    checks: list[GateCheck]
+
+    def failed(self) -> list[GateCheck]:
+        return [c for c in self.checks if not c.passed]
+
+
+class EvalResults(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    model: str
+    recipe: str
+    backend: str
+    dtype: str
+    kv_cache: str
+    reference_mass: float
+    splits: dict[str, SplitDrift] = Field(description="heldout and calibration")
+    tasks: list[TaskRow] = Field(default_factory=list)
+    gates: GateReport = Field(description="as checked when evaluated; readers re-check")
+    settings: dict = Field(default_factory=dict, description="the eval settings used")
+
+    @property
+    def heldout(self) -> SplitDrift:
+        return self.splits["heldout"]
+
+
+def load(path: Path, settings=None) -> EvalResults:
+    """Results as saved; with the recipe's eval settings, the gates re-checked against them as
+    they are now (editing a gate needs no re-evaluation)."""
+    from pipeline.eval.gates import check_gates
+
+    results = EvalResults.model_validate_json(Path(path).read_text())
+    if settings is not None:
+        task_rows = [t.model_dump() for t in results.tasks]
+        results.gates = check_gates(settings, results.heldout.model_dump(), task_rows)
+    return results

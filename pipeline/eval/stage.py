@@ -1,0 +1,222 @@
+"""Eval stage: perplexity, KL divergence and top-token agreement against the original model.
+
+    python -m pipeline eval --model tiny-llama --recipe gptq     # = make eval RECIPE=gptq
+
+Two splits: `heldout` (recipe eval.dataset, text the quantizer never saw) and `calibration`
+(the recipe's calibration source: drift on data it did see). The original's outputs come from
+a cached compact reference (pipeline/eval/reference.py); only the quantized model runs each time.
+Results: runs/<model>/<recipe>/eval/<fingerprint>/results.json (pipeline/eval/results.py) and the
+manifest's "eval" entry; per-token values in tokens.pt beside it, for paired comparisons between
+recipes. Each backend and settings keep their own result.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from pipeline import serving_env
+from pipeline.config.recipe import EvalSettings
+from pipeline.core import environment
+from pipeline.core.errors import UserError
+from pipeline.core.files import write_json_atomic
+from pipeline.core.rundir import StageEntry
+from pipeline.core.stage import AfterQuantize
+from pipeline.data import texts
+from pipeline.eval import drift, reference, tasks
+from pipeline.eval import results as eval_results
+from pipeline.eval.gates import check_gates
+from pipeline.eval.results import EvalResults
+from pipeline.quantize.stage import QuantizeStage
+
+SPLITS = ("heldout", "calibration")
+TOKENS = "tokens.pt"
+LIBRARIES = ("transformers", "torch", "compressed-tensors", "lm_eval")
+
+
+@dataclass
+class EvalStage(AfterQuantize):
+    quantize: QuantizeStage
+    settings: EvalSettings
+    backend: str
+    name: str = "eval"
+    folder: str = "eval"
+    _windows: dict = field(default_factory=dict, repr=False)
+    _keys: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def reference_dir(self) -> Path:
+        return self.rundir.path.parent / "original" / "reference"
+
+    @classmethod
+    def prepare(cls, q: QuantizeStage, backend: str | None = None) -> "EvalStage":
+        """Backend "auto": vLLM where the serving env exists and can run the scheme (and the
+        KV-cache dtype), else hf. hf measures an FP8 KV cache by compressed-tensors' emulation,
+        which needs the artifact's calibrated kv_cache_scheme."""
+        settings = q.recipe.spec.eval
+        kv = settings.kv_cache_dtype
+        chosen = backend or settings.backend
+        scheme = q.recipe.scheme()
+        if chosen == "auto":
+            usable = serving_env.available() and serving_env.runs_scheme(scheme)
+            if usable and kv != "auto":
+                usable = serving_env.capabilities()["fp8_kv_cache"]
+            chosen = "vllm" if usable else "hf"
+        elif chosen == "vllm":
+            serving_env.require("eval backend vllm")
+            serving_env.require_scheme(scheme, "run", "; use --backend hf")
+            serving_env.require_kv_cache(
+                kv, "evaluate", "; --backend hf emulates a calibrated FP8 KV cache"
+            )
+        if chosen == "hf" and kv != "auto" and not q.recipe.kv_cache_scheme():
+            raise UserError(
+                f"eval.kv_cache_dtype {kv} with the hf backend needs the recipe's kv_cache_scheme "
+                "(calibrated scales to emulate); use the vllm backend or add a kv_cache_scheme"
+            )
+        return cls(quantize=q, settings=settings, backend=chosen)
+
+    def split_texts(self, split: str) -> list[str]:
+        s = self.settings
+        if split == "heldout":
+            return texts.load_all(s.dataset, s.config_name, s.split, s.text_column)
+        cal = self.quantize.calibration
+        return texts.load_all(cal.dataset, cal.config_name, cal.split, cal.text_column)
+
+    def _tokenize(self) -> None:
+        from transformers import AutoTokenizer
+
+        from pipeline.eval import windows
+
+        tokenizer = AutoTokenizer.from_pretrained(self.quantize.model_path)
+        s = self.settings
+        for split in SPLITS:
+            w = windows.windows(tokenizer, self.split_texts(split), s.context_length, s.max_tokens)
+            if len(w) == 0:
+                raise UserError(
+                    f"eval split {split}: not enough text for one {s.context_length}-token window"
+                )
+            self._windows[split] = w
+            self._keys[split] = reference.key(self.quantize.model_identity, w, s, self.backend)
+
+    def inputs(self) -> dict:
+        if not self._windows:
+            self._tokenize()
+        s = self.settings
+        return {
+            "quantize_fingerprint": self.quantize.entry().fingerprint,  # the artifact evaluated
+            # gates and recovery thresholds are checked afresh on cached results: not inputs
+            "settings": s.model_dump(
+                exclude={"gates": True, "tasks": {"__all__": {"recovery_threshold"}}}
+            ),
+            "local_tasks": tasks.local_tasks_fingerprint() if s.tasks else None,
+            "backend": self.backend,
+            "references": self._keys,
+            "libraries": environment.library_versions(LIBRARIES),
+        }
+
+    def before_work(self) -> None:
+        pass
+
+    def outputs(self, folder: str) -> dict[str, str]:
+        return {"results": f"{folder}/results.json", "tokens": f"{folder}/{TOKENS}"}
+
+    def work(self, out: Path) -> dict:
+        backend = _backend(self.backend)
+        s, splits = self.settings, list(self._windows)
+        refs, missing = self._references(backend)
+        artifact = self.quantize.artifact
+        model = backend.load(artifact, s.kv_cache_dtype)
+        groups = [self._windows[x] for x in splits]
+        per_token = _score(backend, model, groups, [refs[x] for x in splits])
+        described = backend.describe(model)
+        del model  # lm-eval loads its own copy
+        summary = {}
+        for split, toks in zip(splits, per_token, strict=True):
+            summary[split] = {
+                **drift.summarize(toks),
+                "windows": len(self._windows[split]),
+                "context_length": s.context_length,
+                "reference_bytes_per_token": reference.bytes_per_token(refs[split]),
+                "reference": {"key": self._keys[split], **drift.coverage(refs[split])},
+                "reference_cached": split not in missing,
+            }
+        task_rows = self._tasks() if s.tasks else []
+        results = EvalResults(
+            model=self.quantize.ref.name,
+            recipe=self.quantize.recipe.name,
+            **described,
+            reference_mass=s.reference_mass,
+            splits=summary,
+            tasks=task_rows,
+            gates=check_gates(s, summary["heldout"], task_rows),
+            settings=s.model_dump(),
+        )
+        write_json_atomic(out / "results.json", results.model_dump(mode="json"))
+        # per-token values: paired comparisons between recipes scored on the same tokens
+        torch.save(
+            {split: _kept(t) for split, t in zip(splits, per_token, strict=True)}, out / TOKENS
+        )
+        h = results.heldout
+        return {
+            "backend": self.backend,
+            "kl_mean": h.kl_mean,
+            "ppl_ratio": h.ppl_ratio,
+            "same_top_pct": h.same_top_pct,
+            "gates_passed": results.gates.passed,
+        }
+
+    def _references(self, backend) -> tuple[dict, list[str]]:
+        names = {split: f"{split}-{key}" for split, key in self._keys.items()}
+        with reference.lock(self.reference_dir):
+            refs = {split: reference.load(self.reference_dir, names[split]) for split in names}
+            missing = [split for split in names if refs[split] is None]
+            if missing:
+                original = backend.load(self.quantize.model_path)
+                groups = [self._windows[x] for x in missing]
+                built = reference.compute(backend, original, groups, self.settings)
+                del original
+                for split, ref in zip(missing, built, strict=True):
+                    reference.save(self.reference_dir, names[split], ref)
+                    refs[split] = ref
+        return refs, missing
+
+    def _tasks(self) -> list[dict]:
+        s, q = self.settings, self.quantize
+        with reference.lock(self.reference_dir):
+            original, cached = tasks.original_scores(
+                self.reference_dir, q.model_identity, q.model_path, self.backend, s.tasks
+            )
+        quantized = tasks.scores(q.artifact, self.backend, s.tasks, "quantized", s.kv_cache_dtype)
+        rows = tasks.compare(s.tasks, original, quantized)
+        return [{**row, "original_cached": cached} for row in rows]
+
+    def load_results(self, entry: StageEntry) -> EvalResults:
+        """The entry's results, with the gates re-checked against the recipe as it is now:
+        editing a gate needs no re-evaluation."""
+        return eval_results.load(self.rundir.path / entry.outputs["results"], self.settings)
+
+
+def _backend(name: str):
+    from pipeline.eval.backends import hf, vllm
+
+    return {"hf": hf, "vllm": vllm}[name]
+
+
+def _kept(tokens: dict) -> dict:
+    return {
+        "kl": tokens["kl"].float(),
+        "same_top": tokens["same_top"],
+        "logq_target": tokens["logq_target"].float(),
+    }
+
+
+def _score(backend, model, groups: list, refs: list[dict]) -> list[dict]:
+    """Per-token drift of `model` against each group's reference, in one backend call."""
+    parts: list[list[dict]] = [[] for _ in groups]
+    offsets = [0] * len(groups)
+    for g, i, logq in reference.stream(backend, model, groups, "eval (quantized model)"):
+        n = logq.shape[0]
+        piece = drift.rows(refs[g], offsets[g], offsets[g] + n)
+        parts[g].append(drift.per_token(piece, logq, groups[g][i, 1:]))
+        offsets[g] += n
+    return [drift.concat(p) for p in parts]

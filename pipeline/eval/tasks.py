@@ -1,0 +1,151 @@
+"""lm-eval task scores of the original and the quantized model, and the recovery between them.
+
+Runs pipeline/eval/task_scripts/run_lm_eval.py through lm-eval's Python API, as a subprocess: with
+lm-eval's `hf` model in the main env, or its `vllm` model in the serving env (the eval backend
+decides, so the tasks run on the same kernels as the drift). Local tasks (a YAML and its data)
+live in evals/tasks/; hub tasks (arc_easy, gsm8k, …) work where the hub is reachable.
+The original's scores are cached per (model, tasks, backend) beside the drift reference.
+"""
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from pipeline.config.recipe import TaskSpec
+from pipeline.core import procs
+from pipeline.core.errors import UserError
+from pipeline.core.files import hash_folder, sha256_json, write_json_atomic
+from pipeline.core.paths import TASKS_DIR
+
+SCRIPT = Path(__file__).resolve().parent / "task_scripts" / "run_lm_eval.py"
+MAX_MODEL_LEN = 4096  # vLLM's KV cache for long-context models; tasks rarely need more
+
+
+def local_tasks_fingerprint() -> str:
+    """Content of evals/tasks/: editing a local task or its data re-runs it."""
+    return hash_folder(TASKS_DIR)[:16]
+
+
+def key(model_identity: dict, tasks: list[TaskSpec], backend: str) -> str:
+    specs = [t.model_dump(exclude={"recovery_threshold"}) for t in tasks]
+    return sha256_json([model_identity, specs, backend, local_tasks_fingerprint()])[:16]
+
+
+def original_scores(
+    cache_dir: Path, model_identity: dict, model_dir: Path, backend: str, tasks: list[TaskSpec]
+) -> tuple[dict, bool]:
+    """(scores, cached): the original model's, computed once per model, tasks and backend."""
+    path = cache_dir / f"tasks-{key(model_identity, tasks, backend)}.json"
+    if path.is_file():
+        return json.loads(path.read_text()), True
+    result = scores(model_dir, backend, tasks, "original")
+    write_json_atomic(path, result)
+    return result, False
+
+
+def scores(
+    model_dir: Path, backend: str, tasks: list[TaskSpec], label: str, kv_cache_dtype: str = "auto"
+) -> dict:
+    """{task: {value, stderr, samples}} for each task's metric, plus the lm-eval version."""
+    python, model, model_args = _launch(Path(model_dir), backend, kv_cache_dtype)
+    spec = {
+        "model": model,
+        "model_args": model_args,
+        "tasks": [{"task": t.task, "num_fewshot": t.num_fewshot, "limit": t.limit} for t in tasks],
+        "include_path": str(TASKS_DIR),
+        "batch_size": 8,
+    }
+    names = ", ".join(t.task for t in tasks)
+    print(f"lm-eval ({model}) on the {label} model: {names}", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "spec.json").write_text(json.dumps(spec))
+        env = {
+            **os.environ,
+            "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+        }
+        log = Path(tmp, "lm_eval.log")
+        # cwd: local tasks name their data files relative to evals/tasks/
+        code = procs.run(
+            [python, str(SCRIPT), f"{tmp}/spec.json", f"{tmp}/out.json"], log, env, TASKS_DIR
+        )
+        out_path = Path(tmp, "out.json")
+        if not out_path.is_file():  # vLLM may exit non-zero after success: trust the file
+            raise _failure(code, procs.tail(log, 40), label)
+        out = json.loads(out_path.read_text())
+    result = {"lm_eval": out["lm_eval"], "tasks": {}}
+    for t in tasks:
+        metrics = out["results"].get(t.task, {})
+        if f"{t.metric},none" not in metrics:
+            have = sorted({k.split(",")[0] for k in metrics if "_stderr" not in k} - {"alias"})
+            raise UserError(f"lm-eval task {t.task} has no metric '{t.metric}' (it has: {have})")
+        stderr = metrics.get(f"{t.metric}_stderr,none")
+        result["tasks"][t.task] = {
+            "metric": t.metric,
+            "value": metrics[f"{t.metric},none"],
+            "stderr": stderr if isinstance(stderr, float) else None,
+            "samples": out["n-samples"].get(t.task, {}).get("effective"),
+        }
+    return result
+
+
+def _launch(model_dir: Path, backend: str, kv_cache_dtype: str) -> tuple[str, str, dict]:
+    if backend == "hf":
+        import torch
+
+        gpu = torch.cuda.is_available()
+        args = {
+            "pretrained": str(model_dir),
+            "dtype": "auto" if gpu else "float32",  # as the hf drift backend: exact on CPU
+            "device": "cuda" if gpu else "cpu",
+            "add_bos_token": True,
+        }
+        return sys.executable, "hf", args
+    from pipeline.eval.backends import vllm
+
+    config = json.loads((model_dir / "config.json").read_text())
+    max_len = min(int(config.get("max_position_embeddings", MAX_MODEL_LEN)), MAX_MODEL_LEN)
+    args = {
+        "pretrained": str(model_dir),
+        "dtype": "bfloat16",
+        "kv_cache_dtype": kv_cache_dtype,
+        "enforce_eager": True,
+        "max_model_len": max_len,
+        "seed": 0,
+        "add_bos_token": True,
+    }
+    return str(vllm.SERVE_PYTHON), "vllm", args
+
+
+def _failure(code: int, log_tail: str, label: str) -> Exception:
+    lines = log_tail.splitlines()
+    errors = [line for line in lines if "Error" in line or "error:" in line]
+    last = errors[-1].strip() if errors else (lines[-1] if lines else "no output")
+    if "task not found" in last:
+        return UserError(f"{last.removeprefix('error: ')} (local tasks live in {TASKS_DIR})")
+    tail = "\n".join(lines[-15:])
+    return RuntimeError(f"lm-eval failed on the {label} model (exit {code}):\n{tail}")
+
+
+def compare(tasks: list[TaskSpec], original: dict, quantized: dict) -> list[dict]:
+    """Per task: both scores, recovery = quantized / original, and the recovery gate."""
+    rows = []
+    for t in tasks:
+        o, q = original["tasks"][t.task], quantized["tasks"][t.task]
+        recovery = q["value"] / o["value"] if o["value"] else None
+        rows.append(
+            {
+                "task": t.task,
+                "metric": t.metric,
+                "num_fewshot": t.num_fewshot,
+                "samples": q["samples"],
+                "original": o["value"],
+                "original_stderr": o["stderr"],
+                "quantized": q["value"],
+                "quantized_stderr": q["stderr"],
+                "recovery": recovery,
+                "recovery_threshold": t.recovery_threshold,
+            }
+        )
+    return rows

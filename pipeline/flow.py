@@ -1,0 +1,104 @@
+"""quantize → eval → serve: the one sequence behind `quantize`, `eval`, `serve`, `run` and each
+nightly cell. Every stage is prepared (all input checked) before any of them runs; each then runs
+through the one runner (pipeline/core/stage.py), reusing a cached result when its inputs match.
+
+A failed gate does not stop the flow (serving numbers are still worth having); an error does.
+With skip_unsupported, a stage this host cannot run (W4A16 without its vLLM kernel, say) is
+recorded as such and the others run: what nightly wants on a mixed fleet.
+"""
+
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pipeline.core.errors import NotOnThisHost, PipelineError
+from pipeline.core.outcome import Outcome, StageOutcome, overall
+from pipeline.core.stage import execute
+from pipeline.quantize.stage import QuantizeStage
+
+STAGES = ("quantize", "eval", "serve")
+Show = Callable[[object, object, bool], None]  # (stage, entry, cached): what people see
+
+
+@dataclass
+class Flow:
+    command: str
+    quantize: QuantizeStage
+    later: list = field(default_factory=list)  # prepared eval / serve stages, in order
+    skipped: list[StageOutcome] = field(default_factory=list)
+
+
+def prepare(
+    command: str,
+    q: QuantizeStage,
+    stages: tuple[str, ...],  # of eval and serve; quantize always runs first
+    backend: str | None = None,
+    serve_overrides: dict | None = None,
+    port: int | None = None,
+    skip_unsupported: bool = False,
+) -> Flow:
+    from pipeline.eval.stage import EvalStage
+    from pipeline.serve.stage import ServeStage
+
+    flow = Flow(command, q)
+    makers = {
+        "eval": lambda: EvalStage.prepare(q, backend),
+        "serve": lambda: ServeStage.prepare(q, serve_overrides, port),
+    }
+    for name in (s for s in STAGES if s in stages and s != "quantize"):
+        try:
+            flow.later.append(makers[name]())
+        except NotOnThisHost as e:
+            if not skip_unsupported:
+                raise
+            flow.skipped.append(
+                StageOutcome(stage=name, status="unsupported", reason=e.reason, message=str(e))
+            )
+    return flow
+
+
+def run(flow: Flow, show: dict[str, Show], force: set[str] = frozenset()) -> Outcome:
+    q = flow.quantize
+    done: list[StageOutcome] = []
+    for stage in [q, *flow.later]:  # later stages need the artifact: quantize always (cached)
+        outcome = _one(stage, show.get(stage.name), stage.name in force)
+        done.append(outcome)
+        if outcome.status == "failed":
+            break
+    done += flow.skipped
+    status, message = overall(done)
+    return Outcome.of(
+        flow.command, status, message, model=q.ref.name, recipe=q.recipe.name, stages=done,
+        paths={"run_dir": str(q.rundir.path), "manifest": str(q.rundir.manifest_path)},
+    )  # fmt: skip
+
+
+def _one(stage, show: Show | None, force: bool) -> StageOutcome:
+    try:
+        entry, cached = execute(stage, force=force)
+    except PipelineError as e:
+        return StageOutcome(stage=stage.name, status="failed", reason=e.reason, message=str(e))
+    except Exception as e:  # a bug or a library's crash: the traceback is for the maintainers
+        traceback.print_exc(file=sys.stderr)
+        message = f"{type(e).__name__}: {' '.join(str(e).split())}"[:1000]
+        return StageOutcome(
+            stage=stage.name, status="failed", reason="internal_error", message=message
+        )
+    outcome = StageOutcome(
+        stage=stage.name,
+        status="cached" if cached else "done",
+        fingerprint=entry.fingerprint,
+        metrics=entry.metrics,
+        paths={k: str(stage.rundir.path / v) for k, v in entry.outputs.items()},
+    )
+    if stage.name == "eval":
+        results = stage.load_results(entry)
+        failed = results.gates.failed()
+        if failed:
+            names = ", ".join(f"{c.gate} ({c.value:.4g} vs {c.limit:g})" for c in failed)
+            outcome.status, outcome.reason = "gate_failed", "gate_failed"
+            outcome.message = f"eval gate failed: {names}"
+    if show:
+        show(stage, entry, cached)
+    return outcome

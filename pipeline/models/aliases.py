@@ -1,0 +1,107 @@
+"""Which model a name means: an alias, the embedded tiny-llama, a hub id or a local folder."""
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.core.errors import UserError, first_line
+
+TINY = "tiny-llama"
+CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
+
+# Alias → hub id. Their config.json files are kept in configs/ so plans work offline.
+ALIASES = {
+    "llama3-8b": "meta-llama/Meta-Llama-3-8B-Instruct",
+    "llama3-70b": "meta-llama/Meta-Llama-3-70B-Instruct",
+    "llama3.1-8b": "meta-llama/Llama-3.1-8B-Instruct",
+    "mistral-7b": "mistralai/Mistral-7B-Instruct-v0.3",
+    "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
+}
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    name: str  # the run directory's name for it
+    source: str  # "tiny", "alias", "hub" or "local"
+    hub_id: str | None = None
+    path: Path | None = None
+    revision: str | None = None
+
+    @property
+    def load_id(self) -> str:
+        """What `from_pretrained` gets."""
+        return str(self.path) if self.path else str(self.hub_id or self.name)
+
+
+def names() -> list[str]:
+    return [TINY, *ALIASES]
+
+
+def resolve(name: str, revision: str | None = None) -> ModelRef:
+    if name == TINY:
+        return ModelRef(name=TINY, source="tiny")
+    if name in ALIASES:
+        return ModelRef(name=name, source="alias", hub_id=ALIASES[name], revision=revision)
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise UserError(f"model folder {name} has no config.json")
+        return ModelRef(name=path.resolve().name, source="local", path=path.resolve())
+    if HUB_ID.match(name) and not name.startswith((".", "/")):
+        return ModelRef(name=name.replace("/", "--"), source="hub", hub_id=name, revision=revision)
+    valid = ", ".join(names())
+    raise UserError(
+        f"unknown model '{name}'; valid: {valid}, a hub id (org/name) or a local folder"
+    )
+
+
+def load_config(ref: ModelRef) -> dict:
+    """config.json, without loading weights; offline for the aliases and tiny-llama."""
+    if ref.source == "tiny":
+        from pipeline.models.tiny.spec import CONFIG
+
+        return dict(CONFIG)
+    if ref.source == "local":
+        return json.loads((ref.path / "config.json").read_text())
+    bundled = CONFIGS_DIR / f"{ref.hub_id.replace('/', '--')}.json"
+    if bundled.is_file():
+        return json.loads(bundled.read_text())
+    try:
+        from huggingface_hub import hf_hub_download
+
+        path = hf_hub_download(ref.hub_id, "config.json", revision=ref.revision)
+    except Exception as e:  # offline, gated, missing: all end the same way for the user
+        raise UserError(f"cannot read config.json of '{ref.hub_id}' from the hub: {e}") from None
+    return json.loads(Path(path).read_text())
+
+
+def materialize(ref: ModelRef) -> tuple[Path, dict]:
+    """A local folder with the weights, and the identity to fingerprint it by.
+
+    tiny-llama is built (once); hub models are downloaded to the hub cache (once) and pinned
+    by the commit they resolved to; local folders are identified by content hash.
+    """
+    from pipeline.core.files import hash_folder
+
+    if ref.source == "tiny":
+        from pipeline.models.tiny.build import ensure
+
+        path = ensure()
+        return path, {"name": TINY, "content_sha256": hash_folder(path)}
+    if ref.source == "local":
+        return ref.path, {"path": str(ref.path), "content_sha256": hash_folder(ref.path)}
+    try:
+        from huggingface_hub import snapshot_download
+
+        path = Path(
+            snapshot_download(
+                ref.hub_id,
+                revision=ref.revision,
+                allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja"],
+            )
+        )
+    except Exception as e:  # offline, gated, unknown: one line for the user
+        raise UserError(f"cannot download '{ref.hub_id}' from the hub: {first_line(e)}") from None
+    return path, {"id": ref.hub_id, "revision": path.name}

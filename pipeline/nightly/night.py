@@ -1,0 +1,151 @@
+"""`make nightly`: every cell of the matrix through its stages, results into the store, each cell
+compared with its previous successful run and the pinned baseline; a summary table; exit 1 when
+a cell failed, 3 when a gate failed or something regressed.
+
+Stages whose inputs (recipe, data, library versions, …) did not change are reused from the run
+directories, so an unchanged night costs little. An interrupted run (its `ended` still empty) is
+resumed by the next `make nightly` of the same matrix: the cells already recorded are kept.
+"""
+
+import datetime as dt
+import os
+import secrets
+
+from pipeline.core import environment
+from pipeline.core.errors import UserError
+from pipeline.core.paths import runs_root
+from pipeline.nightly import executors, matrix, regress
+from pipeline.nightly.store import Store
+
+LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "lm_eval")
+
+
+def open_store(db: str | None, m: matrix.Matrix | None) -> Store:
+    return Store(
+        os.environ.get("NIGHTLY_DB")
+        or db
+        or (m.store if m else matrix.Matrix.model_fields["store"].default)
+    )
+
+
+def nightly(
+    matrix_path: str | None, executor: str, db: str | None, new: bool
+) -> tuple[str, str | None]:
+    m, sha = matrix.load(matrix_path)
+    cells = matrix.cells(m)  # every recipe and override checked before anything runs
+    if executor not in executors.NAMES:
+        raise UserError(f"unknown executor '{executor}' (valid: {', '.join(executors.NAMES)})")
+    store = open_store(db, m)
+    run_id = None if new else store.unfinished_run(sha)
+    resumed = run_id is not None
+    if not resumed:
+        run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+        store.start_run(run_id, sha, facts(), executor)
+    recorded = {(c["model"], c["cell"]) for c in store.cells_of(run_id)}
+    todo = [c for c in cells if (c.model, c.name) not in recorded]
+    how = f"resumed, {len(recorded)} cells already recorded" if resumed else "new"
+    print(
+        f"nightly run {run_id} ({how}): {len(todo)} cells, executor {executor}, store {store.url}"
+    )
+    log_dir = runs_root() / "nightly" / "logs" / run_id
+    executors.run(executor, todo, str(log_dir), lambda result: store.record_cell(run_id, result))
+    store.end_run(run_id)
+    rows = summarize(store, run_id, m.thresholds)
+    print(render(rows))
+    print(f"  logs      {log_dir}")
+    return verdict(rows)
+
+
+def verdict(rows: list[dict]) -> tuple[str, str | None]:
+    """(outcome status, message): a failed cell is an error; a failed gate or a regression is a
+    failed gate (exit 3); else ok."""
+    failed = [f"{r['model']} × {r['cell']}" for r in rows if r["status"] == "failed"]
+    if failed:
+        return "internal_error", f"nightly: cells failed: {', '.join(failed)}"
+    worse = [
+        f"{r['model']} × {r['cell']}"
+        for r in rows
+        if r["status"] == "gate_failed" or r["regressions"] or r["baseline_regressions"]
+    ]
+    if worse:
+        return "gate_failed", f"nightly: gate failed or regressed: {', '.join(worse)}"
+    return "ok", None
+
+
+def facts() -> dict:
+    from pipeline import serving_env
+
+    host = environment.host()
+    host.pop("hostname", None)
+    libraries = {**environment.library_versions(LIBRARIES), "vllm": serving_env.version()}
+    return {"git": environment.git_commit(), "libraries": libraries, "host": host}
+
+
+def summarize(store: Store, run_id: str, t: matrix.Thresholds) -> list[dict]:
+    rows = []
+    baseline = store.baseline()
+    for c in sorted(store.cells_of(run_id), key=lambda c: (c["model"], c["cell"])):
+        now = store.metrics_of(run_id, c["model"], c["cell"])
+        previous = store.previous_ok(run_id, c["model"], c["cell"])
+        found = (
+            regress.compare(now, store.metrics_of(previous, c["model"], c["cell"]), t)
+            if previous
+            else []
+        )
+        base_found = []
+        if baseline and baseline != run_id:
+            base_found = regress.compare(now, store.metrics_of(baseline, c["model"], c["cell"]), t)
+        rows.append(
+            {
+                **c,
+                "metrics": now,
+                "previous": previous,
+                "regressions": found,
+                "baseline": baseline if baseline != run_id else None,
+                "baseline_regressions": base_found,
+            }
+        )
+    return rows
+
+
+def render(rows: list[dict]) -> str:
+    head = (
+        f"{'model':<12} {'cell':<14} {'status':<11} {'mean KL':>18} {'same top %':>12} "
+        f"{'ppl ratio':>10} {'tok/s ratio':>12}  vs previous / baseline"
+    )
+    lines = [head]
+    for r in rows:
+        m = r["metrics"]
+        kl = m.get("kl_mean")
+        top = m.get("same_top_pct")
+        ppl = m.get("ppl_ratio")
+        tok = _last_ratio(m)
+        verdict = _verdict(r["previous"], r["regressions"])
+        if r["baseline"]:
+            verdict += " / " + _verdict(r["baseline"], r["baseline_regressions"])
+        lines.append(
+            f"{r['model']:<12} {r['cell']:<14} {r['status']:<11} "
+            f"{f'{kl.value:.3g}±{kl.se:.1g}' if kl else '-':>18} "
+            f"{f'{top.value:.2f}' if top else '-':>12} {f'{ppl.value:.4f}' if ppl else '-':>10} "
+            f"{f'{tok:.2f}×' if tok else '-':>12}  {verdict}"
+        )
+        if r["error"]:
+            lines.append(f"    error: {r['error']}")
+        for f in [*r["regressions"], *r["baseline_regressions"]]:
+            lines.append(f"    REGRESSION {f.describe()}")
+    return "\n".join(lines)
+
+
+def _last_ratio(metrics: dict) -> float | None:
+    ratios = sorted(
+        (int(name[1:].split(".")[0]), m.value)
+        for name, m in metrics.items()
+        if name.endswith(".output_tok_s_ratio")
+    )
+    return ratios[-1][1] if ratios else None
+
+
+def _verdict(reference: str | None, found: list) -> str:
+    if not reference:
+        return "first run"
+    return f"REGRESSED ({len(found)})" if found else f"ok vs {reference}"

@@ -1,0 +1,326 @@
+"""The model card (README.md) of a published artifact, built only from measured results.
+
+Metadata as the hub reads it (huggingface_hub's ModelCardData): base_model with
+base_model_relation "quantized", tags, the base model's license when known, and a model-index
+with the drift metrics and task scores. The body follows the vLLM / llm-compressor maintainers'
+quantized-model cards: what was quantized and how (the recipe verbatim), quality vs the
+original, memory and throughput vs the original with the hardware, how to reproduce and serve.
+Any section whose stage did not run says so; nothing is filled in.
+"""
+
+from dataclasses import dataclass, field
+
+from pipeline.core.rundir import StageEntry
+from pipeline.eval.results import EvalResults
+from pipeline.publish.results import UsedResult
+from pipeline.serve.results import Pair, ServeResults
+
+GIB, MIB = 2**30, 2**20
+
+
+@dataclass
+class CardInputs:
+    repo_id: str  # as users will load it: org/name, or the folder for file:// targets
+    model: dict  # {"name", "hub_id", "license"}
+    recipe: dict  # {"name", "description", "text", "scheme", "kv_cache_scheme"}
+    quantize: StageEntry  # the manifest's quantize entry
+    eval: EvalResults | None  # gates re-checked against the recipe as it is now
+    serve: ServeResults | None
+    serve_environment: dict | None  # the manifest's serve entry environment (the hardware)
+    used: UsedResult  # which eval and serve results these are
+    pipeline: dict  # {"commit", "dirty"}
+    forced: list[str] = field(default_factory=list)  # why it would have been refused
+
+
+def render(c: CardInputs) -> str:
+    from huggingface_hub import ModelCard
+
+    body = "\n\n".join(
+        part
+        for part in (
+            _title(c),
+            _forced(c),
+            _how(c),
+            _quality(c),
+            _serving(c),
+            _deploy(c),
+            _reproduce(c),
+        )
+        if part
+    )
+    return str(ModelCard(f"---\n{_metadata(c).to_yaml()}\n---\n\n{body}\n"))
+
+
+def _metadata(c: CardInputs):
+    from huggingface_hub import ModelCardData
+
+    scheme = c.recipe["scheme"] or "custom"
+    tags = [scheme.lower(), "compressed-tensors", "vllm", "llm-compressor", "quantized"]
+    if c.recipe.get("kv_cache_scheme"):
+        tags.append("fp8-kv-cache")
+    return ModelCardData(
+        base_model=c.model.get("hub_id") or c.model["name"],
+        base_model_relation="quantized",
+        license=c.model.get("license"),
+        library_name="transformers",
+        pipeline_tag="text-generation",
+        tags=tags,
+        model_name=c.repo_id,
+        eval_results=_eval_results(c) or None,
+    )
+
+
+def _eval_results(c: CardInputs) -> list:
+    from huggingface_hub import EvalResult
+
+    if not c.eval:
+        return []
+    dataset = c.eval.settings.get("dataset", "python-docs")
+    out = []
+    for split, m in c.eval.splits.items():
+        common = {
+            "task_type": "text-generation",
+            "dataset_type": dataset if split == "heldout" else "calibration-text",
+            "dataset_name": f"{dataset} ({split})",
+            "dataset_split": split,
+        }
+        for metric, value, name in (
+            ("perplexity", m.ppl_quantized, "Perplexity"),
+            ("perplexity_ratio", m.ppl_ratio, "Perplexity / original"),
+            ("kl_divergence", m.kl_mean, "Mean KL vs original (nats/token)"),
+            ("top1_agreement", m.same_top_pct, "Same top-1 token as original (%)"),
+        ):
+            out.append(
+                EvalResult(**common, metric_type=metric, metric_value=value, metric_name=name)
+            )
+    for t in c.eval.tasks:
+        out.append(
+            EvalResult(
+                task_type="text-generation",
+                dataset_type=t.task,
+                dataset_name=t.task,
+                metric_type=t.metric,
+                metric_value=t.quantized,
+                metric_name=f"{t.metric} ({t.num_fewshot}-shot, lm-eval)",
+            )
+        )
+    return out
+
+
+def _title(c: CardInputs) -> str:
+    base = c.model.get("hub_id")
+    base_link = f"[{base}](https://huggingface.co/{base})" if base else f"`{c.model['name']}`"
+    lc = c.quantize.inputs["libraries"]
+    return (
+        f"# {c.repo_id}\n\n{base_link} quantized to **{c.recipe['scheme'] or 'a custom scheme'}** "
+        f"with llm-compressor {lc.get('llmcompressor', '?')} (recipe `{c.recipe['name']}`), in "
+        "the compressed-tensors format that vLLM loads directly. Every number below was measured "
+        "by the quantization pipeline on this artifact; none is copied or estimated."
+    )
+
+
+def _forced(c: CardInputs) -> str:
+    if not c.forced:
+        return ""
+    items = "\n".join(f"- {reason}" for reason in c.forced)
+    return f"> **Published with `--ignore-gates`** although:\n{_quote(items)}"
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line for line in text.splitlines())
+
+
+def _how(c: CardInputs) -> str:
+    m = c.quantize.metrics
+    data = c.quantize.inputs.get("data")
+    if data:
+        cal = (
+            f"{m['calibration_samples']} samples × up to {data.get('max_seq_length')} tokens of "
+            f"`{data.get('dataset', data.get('source', '?'))}`"
+            + (f" (split `{data['split']}`)" if data.get("split") else "")
+        )
+    else:
+        cal = "none (the scheme needs no calibration data)"
+    kv = c.recipe.get("kv_cache_scheme")
+    rows = [
+        ("Scheme", f"{c.recipe['scheme']}: {c.recipe['description']}"),
+        (
+            "Quantized",
+            f"{m['quantized_modules']} Linear modules ({m['quantized_params']:,} params)",
+        ),
+        ("Kept in 16 bits", ", ".join(["embeddings", "norms", *c.recipe.get("ignore", [])])),
+        ("KV cache", _kv_text(kv) if kv else "not quantized by the recipe"),
+        ("Calibration", cal),
+        ("Checkpoint", f"{_size(m['tensor_bytes'])} of tensors, {m['ratio_to_bf16']:.3f}× bf16"),
+    ]
+    recipe = c.recipe["text"].rstrip()
+    return (
+        "## How it was made\n\n"
+        + _table(("", ""), rows)
+        + f"\n\nThe recipe, verbatim (`quant_pipeline/recipe.yaml`; llm-compressor's own part is "
+        f"also in `recipe.yaml`):\n\n```yaml\n{recipe}\n```"
+    )
+
+
+def _kv_text(kv: dict) -> str:
+    how = "dynamic" if kv.get("dynamic") else "static, calibrated"
+    return f"{kv.get('type')}{kv.get('num_bits')}, {how} per-{kv.get('strategy')} k/v scales"
+
+
+def _quality(c: CardInputs) -> str:
+    if not c.eval:
+        return "## Quality vs the original\n\nNot evaluated."
+    e = c.eval
+    rows = [
+        (
+            split,
+            f"{m.tokens:,}",
+            f"{m.ppl_original:.3f}",
+            f"{m.ppl_quantized:.3f}",
+            f"{m.ppl_ratio:.4f} ± {m.ppl_ratio_se:.4f}",
+            f"{m.kl_mean:.3g} ± {m.kl_mean_se:.2g}",
+            f"{m.same_top_pct:.2f} ± {m.same_top_pct_se:.2f}",
+        )
+        for split, m in e.splits.items()
+    ]
+    header = ("split", "tokens", "ppl original", "ppl quantized", "ppl ratio")
+    header += ("mean KL (nats)", "same top-1 %")
+    text = (
+        "## Quality vs the original\n\n"
+        f"Next-token distributions of this artifact against the original on the same token "
+        f"windows ({e.heldout.context_length} tokens; backend `{e.backend}`, {e.dtype}, KV cache "
+        f"{e.kv_cache}; eval result `{(c.used.eval_fingerprint or '?')[:16]}` of "
+        f"{c.used.eval_ended}). `heldout` is text the quantizer never saw; `calibration` is its "
+        "calibration source. ± is one standard error.\n\n" + _table(header, rows)
+    )
+    if e.tasks:
+        task_rows = [
+            (
+                t.task,
+                f"{t.metric} ({t.num_fewshot}-shot)",
+                str(t.samples),
+                f"{t.original:.4f} ± {t.original_stderr or 0:.4f}",
+                f"{t.quantized:.4f} ± {t.quantized_stderr or 0:.4f}",
+                f"{100 * t.recovery:.1f}%" if t.recovery is not None else "n/a",
+            )
+            for t in e.tasks
+        ]
+        text += "\n\nlm-eval tasks (recovery = quantized / original):\n\n" + _table(
+            ("task", "metric", "n", "original", "quantized", "recovery"), task_rows
+        )
+    if e.gates.checks:
+        listed = ", ".join(
+            f"{g.gate} {g.limit:g} ({'pass' if g.passed else 'FAIL'})" for g in e.gates.checks
+        )
+        text += f"\n\nGates: {listed}."
+    return text
+
+
+def _serving(c: CardInputs) -> str:
+    if not c.serve:
+        return "## Memory and throughput in vLLM\n\nNot measured."
+    from pipeline.serve.compare import compare
+
+    s = c.serve
+    cmp = compare(s.original, s.quantized)  # from the raw measurements: every metric
+    env = c.serve_environment or {}
+    gpus = ", ".join(env.get("gpus") or []) or "no GPU"
+    hardware = (
+        f"{env.get('cpu_model') or env.get('cpu', '?')}, {env.get('cpu_count', '?')} cores, "
+        f"{gpus}; {env.get('vllm') or 'vLLM'}"
+    )
+    mem = cmp.memory
+    mem_rows = [
+        ("checkpoint", *_cells(mem.checkpoint_bytes, _size)),
+        ("KV cache (tokens)", *_cells(mem.kv_cache_tokens, "{:,.0f}".format)),
+        (
+            f"max concurrency at {s.quantized.max_model_len} tokens",
+            *_cells(mem.max_concurrency, "{:g}".format),
+        ),
+    ]
+    if mem.weights_gib.quantized is not None:
+        mem_rows.insert(1, ("weights in vLLM (GiB)", *_cells(mem.weights_gib, "{:g}".format)))
+    settings = s.settings
+    level_rows = [
+        (
+            str(lv.concurrency),
+            _pair(lv.output_tok_s, "{:.1f}"),
+            _pair(lv.ttft_median_ms, "{:.1f}"),
+            _pair(lv.ttft_p99_ms, "{:.1f}"),
+            _pair(lv.tpot_median_ms, "{:.2f}"),
+            _pair(lv.itl_p99_ms, "{:.2f}"),
+        )
+        for lv in cmp.levels
+    ]
+    header = ("concurrency", "output tok/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms")
+    return (
+        "## Memory and throughput in vLLM\n\n"
+        f"Measured with `vllm serve` and `vllm bench serve` on {hardware}; the original served "
+        f"the same way (serve result `{(c.used.serve_fingerprint or '?')[:16]}` of "
+        f"{c.used.serve_ended}). Random prompts of {settings.input_len} tokens, "
+        f"{settings.output_len} generated (EOS ignored), {settings.num_prompts} requests per "
+        f"level, KV cache dtype `{settings.kv_cache_dtype}`. On a CPU host FP8/INT kernels are "
+        "emulated and may be slower than bf16; GPUs differ.\n\n"
+        + _table(("", "original", "quantized", "ratio"), mem_rows)
+        + "\n\nPer concurrency: original → quantized (ratio). TPOT is (end-to-end − TTFT) / "
+        "(tokens − 1) per request; ITL is between stream chunks.\n\n"
+        + _table((*header, "ITL p99 ms"), level_rows)
+    )
+
+
+def _cells(pair: Pair, fmt) -> tuple[str, str, str]:
+    shown = [fmt(v) if v is not None else "n/a" for v in (pair.original, pair.quantized)]
+    return shown[0], shown[1], _ratio(pair.ratio)
+
+
+def _deploy(c: CardInputs) -> str:
+    kv = c.serve.settings.kv_cache_dtype if c.serve else "auto"
+    flags = f" --kv-cache-dtype {kv}" if kv != "auto" else ""
+    return (
+        "## Deploy\n\n"
+        f"```bash\nvllm serve {c.repo_id}{flags}\n```\n\n"
+        "```python\nfrom openai import OpenAI\n\n"
+        'client = OpenAI(base_url="http://localhost:8000/v1", api_key="EMPTY")\n'
+        "stream = client.chat.completions.create(\n"
+        f'    model="{c.repo_id}",\n'
+        '    messages=[{"role": "user", "content": "Hello!"}],\n'
+        "    stream=True,\n)\n"
+        "for chunk in stream:\n"
+        '    print(chunk.choices[0].delta.content or "", end="")\n```'
+    )
+
+
+def _reproduce(c: CardInputs) -> str:
+    commit = c.pipeline.get("commit") or "unknown"
+    dirty = " (with uncommitted changes)" if c.pipeline.get("dirty") else ""
+    model, recipe = c.model["name"], c.recipe["name"]
+    libs = dict(c.quantize.inputs["libraries"])
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(libs.items()))
+    return (
+        "## Reproduce\n\n"
+        f"With the quantization pipeline at commit `{commit}`{dirty}:\n\n"
+        f"```bash\nmake run MODEL={model} RECIPE={recipe}      # quantize → eval → serve\n"
+        f"make publish MODEL={model} RECIPE={recipe} REPO={c.repo_id}\n```\n\n"
+        f"Libraries: {versions}."
+    )
+
+
+def _table(header: tuple, rows: list[tuple]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _pair(cell: Pair, fmt: str) -> str:
+    a, b = cell.original, cell.quantized
+    if a is None or b is None:
+        return "n/a"
+    return f"{fmt.format(a)} → {fmt.format(b)} ({_ratio(cell.ratio)})"
+
+
+def _ratio(value) -> str:
+    return f"{value:.2f}×" if value is not None else "n/a"
+
+
+def _size(n: int) -> str:
+    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / MIB:.1f} MiB"

@@ -1,0 +1,48 @@
+"""Where `publish` sends an artifact: `hf://org/name` (or bare `org/name`) on the hub at
+HF_ENDPOINT (default huggingface.co), or `file:///path`, a local hub-like folder for
+air-gapped sites (the repo's files, laid out as they would be on the hub)."""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.core.errors import UserError
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # "hf" or "file"
+    repo_id: str | None = None
+    path: Path | None = None
+
+    @property
+    def display(self) -> str:
+        return f"hf://{self.repo_id}" if self.kind == "hf" else f"file://{self.path}"
+
+    @property
+    def card_name(self) -> str:
+        """What the card calls the model: the repo id, or the folder's org/name."""
+        if self.kind == "hf":
+            return self.repo_id
+        return f"{self.path.parent.name}/{self.path.name}"
+
+
+def parse(text: str | None) -> Target:
+    if not text:
+        raise UserError("publish needs a target: REPO=org/name, hf://org/name or file:///path")
+    if text.startswith("file://"):
+        raw = text.removeprefix("file://")
+        if not raw.startswith("/"):
+            raise UserError(f"file target must be an absolute path, file:///… (got {text})")
+        path = Path(raw)
+        if path == Path("/") or not path.name:
+            raise UserError(f"file target needs a folder name, not a root (got {text})")
+        return Target("file", path=path)
+    repo_id = text.removeprefix("hf://")
+    if "://" in repo_id:
+        raise UserError(f"unknown target scheme in '{text}'; use hf://org/name or file:///path")
+    if not REPO_ID.match(repo_id) or ".." in repo_id or repo_id.endswith((".git", "-", ".")):
+        raise UserError(f"'{repo_id}' is not a hub repo id (org/name: letters, digits, -_.)")
+    return Target("hf", repo_id=repo_id)

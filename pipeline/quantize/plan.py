@@ -1,0 +1,166 @@
+"""What a quantize run will do and need, from the model config alone (`--dry-run`).
+
+Memory arithmetic (bytes):
+  weights (bf16)        = params × 2
+  artifact              = quantized Linear params × bits / 8 + scales (+ zero points)
+                          + every other param × 2
+  GPU peak, sequential  = one decoder layer in bf16 + GPTQ Hessians of that layer
+                          (Σ in_features² × 4 over its Linears) + one sample's activations
+  CPU RAM               = weights (bf16) + cached layer inputs (samples × seq × hidden × 2)
+llm-compressor's sequential pipeline keeps the model in CPU RAM and onloads one decoder layer
+at a time to the GPU, which is how a 70B model is calibrated on one 80 GB GPU.
+"""
+
+from pipeline.config.recipe import RecipeFile
+from pipeline.config.schemes import Scheme
+from pipeline.core.errors import UserError
+from pipeline.models import architecture
+
+GIB = 2**30
+_CALIBRATING = {"GPTQModifier", "AWQModifier", "SmoothQuantModifier"}
+
+
+def needs_calibration(recipe: RecipeFile) -> bool:
+    """As llm-compressor decides (QuantizationMixin._set_requires_calibration_data): a
+    calibrating modifier, a kv_cache_scheme, or static (non-dynamic) input activations."""
+    for name, args in recipe.modifiers():
+        if name in _CALIBRATING or args.get("kv_cache_scheme"):
+            return True
+        for group in (args.get("config_groups") or {}).values():
+            acts = (group or {}).get("input_activations") or {}
+            if acts and acts.get("dynamic") is False:
+                return True
+    return False
+
+
+def targeted(recipe: RecipeFile, config: dict) -> list[architecture.Linear]:
+    ignored = recipe.ignored()
+    return [lin for lin in architecture.linears(config) if not _ignored(lin.name, ignored)]
+
+
+def _ignored(name: str, patterns: list[str]) -> bool:
+    import re
+
+    for pattern in patterns:
+        if pattern.startswith("re:") and re.search(pattern[3:], name):
+            return True
+        if name == pattern or name.endswith("." + pattern):
+            return True
+    return False
+
+
+def check_fit(recipe: RecipeFile, config: dict, model_name: str) -> None:
+    """Refuse, before loading weights, a scheme whose group size does not divide a Linear."""
+    scheme = recipe.scheme()
+    if not scheme or not scheme.group_size:
+        return
+    for lin in targeted(recipe, config):
+        if lin.in_features % scheme.group_size:
+            raise UserError(
+                f"recipe {recipe.name}: group size {scheme.group_size} does not divide "
+                f"{model_name} {lin.name}.in_features={lin.in_features}; choose a group size "
+                f"that divides it or add '{lin.name.split('.')[-1]}' to ignore"
+            )
+
+
+def artifact_bytes(recipe: RecipeFile, config: dict) -> int:
+    scheme = recipe.scheme()
+    quantized = targeted(recipe, config) if scheme else []
+    qparams = sum(lin.params for lin in quantized)
+    total = architecture.total_params(config)
+    if not scheme:
+        return total * 2
+    overhead = sum(_scale_bytes(lin, scheme) for lin in quantized)
+    return int(qparams * scheme.weight_bits / 8 + overhead + (total - qparams) * 2)
+
+
+def _scale_bytes(lin: architecture.Linear, scheme: Scheme) -> float:
+    groups_per_row = lin.in_features // scheme.group_size if scheme.group_size else 1
+    scales = lin.out_features * groups_per_row * lin.count
+    zero_points = 0 if scheme.symmetric else scales * scheme.weight_bits / 8
+    return scales * 2 + zero_points
+
+
+def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus: list) -> dict:
+    params = architecture.total_params(config)
+    hidden = config["hidden_size"]
+    needs_data = needs_calibration(recipe)
+    layer_lin = [lin for lin in architecture.linears(config) if lin.name != "lm_head"]
+    layer_bytes = architecture.decoder_layer_params(config) * 2
+    uses_gptq = any(name == "GPTQModifier" for name, _ in recipe.modifiers())
+    hessians = sum(lin.in_features**2 * 4 for lin in layer_lin) if uses_gptq else 0
+    seq = calibration.get("max_seq_length", 0)
+    samples = calibration.get("samples", 0)
+    acts = seq * max(hidden, config["intermediate_size"]) * 2 * 4
+    cached_inputs = samples * seq * hidden * 2 if needs_data else 0
+    scheme = recipe.scheme()
+    return {
+        "model": model,
+        "recipe": {
+            "name": recipe.name,
+            "path": str(recipe.path),
+            "scheme": scheme.name if scheme else None,
+            "modifiers": [name for name, _ in recipe.modifiers()],
+            "ignore": recipe.ignored(),
+            "kv_cache_scheme": recipe.kv_cache_scheme(),
+        },
+        "architecture": {
+            "params": params,
+            "layers": config["num_hidden_layers"],
+            "hidden_size": hidden,
+            "attention_heads": config["num_attention_heads"],
+            "kv_heads": config.get("num_key_value_heads"),
+            "head_dim": architecture.head_dim(config),
+        },
+        "calibration": calibration if needs_data else {"samples": 0, "note": "data-free"},
+        "pipeline": "sequential" if needs_data else "datafree",
+        "placement": (
+            f"model in CPU RAM; one decoder layer at a time on {'cuda:0' if gpus else 'cpu'}"
+            + ("" if gpus else " (no GPU here: calibration runs on the CPU)")
+        ),
+        "memory_bytes": {
+            "weights_bf16": params * 2,
+            "artifact_estimate": artifact_bytes(recipe, config),
+            "cpu_ram_peak_estimate": params * 2 + cached_inputs,
+            "device_peak_estimate": layer_bytes + hessians + acts,
+        },
+        "fits_one_80gb_gpu": layer_bytes + hessians + acts < 80 * 10**9 * 0.9,
+    }
+
+
+def render(plan: dict) -> str:
+    mem = plan["memory_bytes"]
+    arch = plan["architecture"]
+    cal = plan["calibration"]
+    lines = [
+        f"model        {plan['model'].get('id') or plan['model']['name']}"
+        f" ({arch['params'] / 1e9:.2f}B params, {arch['layers']} layers, hidden "
+        f"{arch['hidden_size']}, heads {arch['attention_heads']}/{arch['kv_heads']} kv, "
+        f"head dim {arch['head_dim']})",
+        f"recipe       {plan['recipe']['name']}: {' + '.join(plan['recipe']['modifiers'])}, "
+        f"scheme {plan['recipe']['scheme']}, ignore {plan['recipe']['ignore']}"
+        + _kv_note(plan["recipe"].get("kv_cache_scheme")),
+        "calibration  "
+        + (
+            f"{cal['samples']} samples × {cal['max_seq_length']} tokens from {cal['dataset']}"
+            f" ({cal['split']})"
+            if cal.get("samples")
+            else "none (data-free scheme)"
+        ),
+        f"pipeline     {plan['pipeline']}; {plan['placement']}",
+        f"weights      {mem['weights_bf16'] / GIB:.1f} GiB bf16 → "
+        f"~{mem['artifact_estimate'] / GIB:.1f} GiB artifact "
+        f"({mem['artifact_estimate'] / mem['weights_bf16']:.2f}×)",
+        f"memory       CPU RAM peak ~{mem['cpu_ram_peak_estimate'] / GIB:.1f} GiB; "
+        f"device peak ~{mem['device_peak_estimate'] / GIB:.1f} GiB "
+        f"(fits one 80 GB GPU: {'yes' if plan['fits_one_80gb_gpu'] else 'no'})",
+    ]
+    return "\n".join(lines)
+
+
+def _kv_note(kv: dict | None) -> str:
+    if not kv:
+        return ""
+    how = "dynamic" if kv.get("dynamic") else "calibrated"
+    kind = f"{kv.get('type', 'int')}{kv.get('num_bits')}"
+    return f", KV cache {kind} ({how} {kv.get('strategy')} scales)"

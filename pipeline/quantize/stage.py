@@ -1,0 +1,231 @@
+"""Quantize stage: llm-compressor `oneshot` → compressed-tensors artifact in runs/<model>/<recipe>/.
+
+    python -m pipeline quantize --model tiny-llama --recipe gptq   # = make quantize RECIPE=gptq
+
+Everything a user can get wrong is checked before the run directory is created.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.config import recipe
+from pipeline.core import environment, progress
+from pipeline.core.errors import UserError
+from pipeline.core.rundir import RunDir, StageEntry
+from pipeline.data.texts import TextSet, load_texts
+from pipeline.models import aliases
+from pipeline.quantize import plan
+
+ARTIFACT = "artifact"
+LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "datasets")
+# tiny-llama is a CPU test model: recipes' production calibration budgets (512 × 2048) are
+# capped to this unless given explicitly on the command line.
+TINY_CALIBRATION_CAP = {"num_samples": 64, "max_seq_length": 256}
+
+
+@dataclass
+class QuantizeStage:
+    ref: aliases.ModelRef
+    config: dict
+    recipe: recipe.RecipeFile
+    calibration: recipe.Calibration
+    rundir: RunDir
+    texts: TextSet | None = None
+    model_path: Path | None = None
+    model_identity: dict = field(default_factory=dict)
+    name: str = "quantize"
+    folder: str = ARTIFACT
+
+    @property
+    def header(self) -> dict:
+        return {
+            "model": {
+                "name": self.ref.name,
+                "source": self.ref.source,
+                "id": self.ref.hub_id,
+                "revision": self.model_identity.get("revision"),
+            },
+            "recipe": {
+                "name": self.recipe.name,
+                "path": str(self.recipe.path),
+                "sha256": self.recipe.sha256,
+            },
+        }
+
+    @property
+    def artifact(self) -> Path:
+        return self.rundir.path / ARTIFACT
+
+    @classmethod
+    def prepare(
+        cls,
+        model: str,
+        recipe_name: str,
+        num_samples: int | None = None,
+        max_seq_length: int | None = None,
+        revision: str | None = None,
+    ) -> "QuantizeStage":
+        """Resolve and validate everything from names and configs; no weights, no writes."""
+        if num_samples is not None and num_samples < 0:
+            raise UserError(f"--num-samples must be >= 0 (got {num_samples})")
+        if max_seq_length is not None and max_seq_length <= 0:
+            raise UserError(f"--max-seq-length must be > 0 (got {max_seq_length})")
+        ref = aliases.resolve(model, revision)
+        rf = recipe.load(recipe_name)
+        config = aliases.load_config(ref)
+        plan.check_fit(rf, config, ref.name)
+        cal = rf.spec.calibration
+        updates = {}
+        if ref.source == "tiny":
+            updates = {k: min(getattr(cal, k), cap) for k, cap in TINY_CALIBRATION_CAP.items()}
+        if num_samples is not None:
+            updates["num_samples"] = num_samples
+        if max_seq_length is not None:
+            updates["max_seq_length"] = max_seq_length
+        cal = cal.model_copy(update=updates)
+        if cal.num_samples == 0 and plan.needs_calibration(rf):
+            raise UserError(
+                f"recipe {rf.name} needs calibration data (its modifiers observe activations or "
+                "the KV cache); set calibration.num_samples > 0 or --num-samples"
+            )
+        return cls(ref, config, rf, cal, RunDir(ref.name, rf.name))
+
+    def plan(self) -> dict:
+        cal = self.calibration
+        calibration = {
+            "dataset": cal.dataset,
+            "split": cal.split,
+            "samples": cal.num_samples,
+            "max_seq_length": cal.max_seq_length,
+        }
+        model = {"name": self.ref.name, "id": self.ref.hub_id or self.ref.load_id}
+        return plan.build(self.recipe, self.config, model, calibration, environment.gpus())
+
+    def load_inputs(self) -> None:
+        """Materialize the model (build / download) and the calibration text; no run dir yet."""
+        if self.model_path is not None:
+            return
+        self.model_path, self.model_identity = aliases.materialize(self.ref)
+        if self.calibration.num_samples > 0:
+            tokenizer = None
+            if self.calibration.chat_template:
+                from transformers import AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+            self.texts = load_texts(self.calibration, tokenizer)
+
+    def inputs(self) -> dict:
+        self.load_inputs()
+        data = None
+        if self.texts:
+            data = {
+                **self.texts.description,
+                "sha256": self.texts.fingerprint,
+                "max_seq_length": self.calibration.max_seq_length,
+            }
+        return {
+            "model": self.model_identity,
+            "recipe_sha256": self.recipe.section_sha256("quantization", "calibration"),
+            "data": data,
+            "libraries": environment.library_versions(LIBRARIES),
+        }
+
+    def before_work(self) -> None:
+        # llm-compressor's own validation of the modifiers (~10 s of imports), only when the
+        # artifact is to be made: a cached run never imports it
+        recipe.check_modifiers(self.recipe)
+
+    def outputs(self, folder: str) -> dict[str, str]:
+        return {"artifact": folder}
+
+    def work(self, out: Path) -> dict:
+        return _quantize(self, out)
+
+    def entry(self) -> StageEntry:
+        """The finished quantize entry later stages build on."""
+        entry = self.rundir.stage(self.name)
+        if entry is None or entry.status != "done":
+            raise UserError(f"no finished artifact for {self.ref.name} × {self.recipe.name}")
+        return entry
+
+    def load_results(self, entry: StageEntry) -> dict:
+        return entry.metrics
+
+
+def _quantize(job: QuantizeStage, out: Path) -> dict:
+    from pipeline.quantize.artifact import size_metrics
+
+    steps = progress.bar(total=3, desc=f"quantize {job.ref.name} × {job.recipe.name}", unit="step")
+    _oneshot(job, out, steps)
+    steps.set_postfix_str("measuring", refresh=False)
+    metrics = size_metrics(out, job.model_path, job.recipe.scheme())
+    steps.update()
+    steps.close()
+    metrics["peak_rss_bytes"] = environment.peak_rss_bytes()
+    metrics["calibration_samples"] = len(job.texts.texts) if job.texts else 0
+    return metrics
+
+
+def _oneshot(job: QuantizeStage, out: Path, steps) -> None:
+    import torch
+    from llmcompressor import oneshot
+    from llmcompressor.logger import LoggerConfig, configure_logger
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pipeline.quantize.compat import patch_llmcompressor_for_cpu
+
+    # The recipe check imported llm-compressor with its logs off; a run shows them (and
+    # GPTQ needs the METRIC log level that only an enabled configuration registers).
+    configure_logger(LoggerConfig())
+    patch_llmcompressor_for_cpu()
+    steps.set_postfix_str("loading model", refresh=False)
+    # Into CPU RAM: llm-compressor's sequential pipeline onloads one layer at a time to the GPU.
+    # Without a GPU, calibrate in float32 (torch 2.13's bf16 matmuls are ~7x slower than fp32
+    # on CPU) and cast back to the checkpoint's dtype before saving: the same bytes result.
+    on_cpu = not torch.accelerator.is_available()
+    model = AutoModelForCausalLM.from_pretrained(
+        job.model_path, dtype=torch.float32 if on_cpu else "auto"
+    )
+    saved_dtype = _checkpoint_dtype(job.config)
+    tokenizer = AutoTokenizer.from_pretrained(job.model_path)
+    steps.update()
+    kwargs = {}
+    if job.texts:
+        kwargs = {
+            "dataset": _tokenized(job, tokenizer),
+            "num_calibration_samples": len(job.texts.texts),
+            "max_seq_length": job.calibration.max_seq_length,
+            "shuffle_calibration_samples": False,  # already shuffled with the recipe's seed
+        }
+    steps.set_postfix_str("calibrating + quantizing", refresh=False)
+    torch.manual_seed(job.calibration.seed)
+    oneshot(model=model, recipe=job.recipe.quantization_yaml(), **kwargs)
+    steps.update()
+    steps.set_postfix_str("saving", refresh=False)
+    if on_cpu and saved_dtype != torch.float32:
+        model.to(saved_dtype)
+        model.config.dtype = saved_dtype
+    model.save_pretrained(out, save_compressed=True)
+    tokenizer.save_pretrained(out)
+
+
+def _checkpoint_dtype(config: dict):
+    import torch
+
+    name = str(config.get("dtype") or config.get("torch_dtype") or "bfloat16")
+    return getattr(torch, name.removeprefix("torch."), torch.bfloat16)
+
+
+def _tokenized(job: QuantizeStage, tokenizer):
+    from datasets import Dataset
+
+    chat = job.calibration.chat_template
+    enc = tokenizer(
+        job.texts.texts,
+        max_length=job.calibration.max_seq_length,
+        truncation=True,
+        add_special_tokens=not chat,  # a chat template already starts with BOS
+    )
+    return Dataset.from_dict(
+        {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+    )

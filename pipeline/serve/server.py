@@ -1,0 +1,154 @@
+"""`vllm serve` as a context manager: an OpenAI-compatible server on 127.0.0.1, started from
+the serving env in its own process group, waited on until /health answers, always stopped.
+
+    with Server(model_dir, "tiny-llama-fp8", settings, log_path) as server:
+        server.url  # http://127.0.0.1:<port>
+
+Start-up failures (port taken, bad artifact, out of memory, time-out, the process exiting) raise
+ServerError with the last lines of the server log.
+"""
+
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from pipeline.config.recipe import ServeSettings
+from pipeline.core import procs
+from pipeline.core.errors import ServerError, UserError
+from pipeline.serving_env import SERVE_PYTHON
+
+HOST = "127.0.0.1"
+# vLLM's CPU build prints this on a normal shutdown (seen with 0.32): not an error to show
+SHUTDOWN_NOISE = "terminate called without an active exception"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((HOST, port))
+            return False
+        except OSError:
+            return True
+
+
+def command(model_dir: Path, name: str, s: ServeSettings, port: int, max_len: int) -> list[str]:
+    cmd = [
+        str(SERVE_PYTHON),
+        "-m",
+        "vllm.entrypoints.openai.api_server",  # the CPU wheel's `vllm` script cannot start
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        name,
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--seed",
+        str(s.seed),
+        "--dtype",
+        s.dtype,
+        "--kv-cache-dtype",
+        s.kv_cache_dtype,
+        "--max-model-len",
+        str(max_len),
+        "--tensor-parallel-size",
+        str(s.tensor_parallel_size),
+        "--gpu-memory-utilization",
+        str(s.gpu_memory_utilization),
+    ]
+    return cmd + (["--enforce-eager"] if s.enforce_eager else [])
+
+
+def environment(s: ServeSettings) -> dict:
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": f"{s.cpu_kvcache_space_gib:g}"}
+    if s.cpu_omp_threads_bind:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = s.cpu_omp_threads_bind
+    return env
+
+
+class Server:
+    def __init__(
+        self,
+        model_dir: Path,
+        name: str,
+        settings: ServeSettings,
+        log_path: Path,
+        max_model_len: int,
+        port: int | None = None,
+    ):
+        if port is not None and port_in_use(port):
+            raise UserError(f"port {port} on {HOST} is already in use; pick another (--port)")
+        self.port = port or free_port()
+        self.name = name
+        self.url = f"http://{HOST}:{self.port}"
+        self.log_path = log_path
+        self.cmd = command(model_dir, name, settings, self.port, max_model_len)
+        self.env = environment(settings)
+        self.timeout = settings.startup_timeout_s
+        self.proc = None
+        self.ready_seconds: float | None = None
+
+    def __enter__(self) -> "Server":
+        self._group = procs.group(self.cmd, self.log_path, self.env)
+        self.proc = self._group.__enter__()
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self._group.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._group.__exit__(*exc)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _wait_healthy(self) -> None:
+        start = time.monotonic()
+        while time.monotonic() - start < self.timeout:
+            if self.proc.poll() is not None:
+                raise ServerError(
+                    f"vLLM server exited during start-up (exit {self.proc.returncode}); "
+                    f"last lines of {self.log_path}:\n{self.log_tail()}"
+                )
+            if get(f"{self.url}/health", timeout=2) is not None:
+                self.ready_seconds = round(time.monotonic() - start, 2)
+                return
+            time.sleep(1)
+        raise ServerError(
+            f"vLLM server not healthy after {self.timeout} s (startup_timeout_s); last lines of "
+            f"{self.log_path}:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 15) -> str:
+        tail = procs.tail(self.log_path, lines + 5).splitlines()
+        return "\n".join(line for line in tail if SHUTDOWN_NOISE not in line)[-4000:]
+
+    def metrics(self) -> dict[str, str]:
+        """Prometheus /metrics as {sample name with labels: value}, vLLM's samples only."""
+        text = get(f"{self.url}/metrics", timeout=5) or ""
+        out = {}
+        for line in text.splitlines():
+            if line.startswith("vllm:") and " " in line:
+                key, value = line.rsplit(" ", 1)
+                out[key] = value
+        return out
+
+
+def get(url: str, timeout: float) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.read().decode() if r.status == 200 else None
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return None

@@ -1,0 +1,70 @@
+"""The serving env (.venv-serve, vLLM): where it is, which vLLM it holds and what this host's
+build can run. Imports neither torch nor vLLM: `serve`, `plan` and `publish` stay light."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from pipeline.core.errors import NotOnThisHost, UserError
+from pipeline.core.files import sha256_text, write_json_atomic
+from pipeline.core.paths import REPO, VLLM_SCRIPTS, cache_root
+
+SERVE_PYTHON = Path(os.environ.get("SERVE_PYTHON", REPO / ".venv-serve" / "bin" / "python"))
+
+
+def available() -> bool:
+    return SERVE_PYTHON.exists()
+
+
+def require(doing: str) -> None:
+    if not available():
+        raise UserError(f"{doing} needs the serving env ({SERVE_PYTHON}): make setup")
+
+
+def version() -> str | None:
+    """The serving env's vLLM version, from its package metadata (no import: vLLM is slow)."""
+    prefix = SERVE_PYTHON.parent.parent
+    for meta in sorted(prefix.glob("lib/python*/site-packages/vllm*.dist-info/METADATA")):
+        for line in meta.read_text(errors="replace").splitlines():
+            if line.startswith("Version:"):
+                return f"{meta.parent.name.split('-')[0]} {line.split(':', 1)[1].strip()}"
+    return None
+
+
+def capabilities() -> dict:
+    """What this host's vLLM build runs (cached per serving env; the probe imports vLLM)."""
+    probe = VLLM_SCRIPTS / "capabilities.py"
+    key = sha256_text(str(SERVE_PYTHON.resolve()) + probe.read_text())[:12]  # new probe: re-run
+    path = cache_root() / f"vllm-capabilities-{key}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    out = subprocess.run([str(SERVE_PYTHON), str(probe)], capture_output=True, text=True)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"vLLM capability probe failed: {out.stderr.strip()[-500:]}")
+    caps = json.loads(lines[-1])
+    write_json_atomic(path, caps)
+    return caps
+
+
+def runs_scheme(scheme) -> bool:
+    return not (scheme and scheme.weight_bits == 4) or capabilities()["w4a16"]
+
+
+def require_scheme(scheme, doing: str, hint: str = "") -> None:
+    """NotOnThisHost when this host's vLLM build has no kernel for the scheme (W4A16 on AVX2)."""
+    if not runs_scheme(scheme):
+        raise NotOnThisHost(
+            f"this host's vLLM cannot {doing} {scheme.name} (its AVX2 CPU kernels have no W4A16 "
+            f"GEMM; needs AVX-512 or a GPU){hint}"
+        )
+
+
+def require_kv_cache(kv_cache_dtype: str, doing: str, hint: str = "") -> None:
+    """NotOnThisHost when this host's vLLM build cannot store the KV cache in that dtype."""
+    if kv_cache_dtype.startswith("fp8") and not capabilities()["fp8_kv_cache"]:
+        raise NotOnThisHost(
+            f"this host's vLLM cannot {doing} with kv_cache_dtype {kv_cache_dtype} (its CPU "
+            f"attention keeps an FP8 KV cache only with AVX-512 or AMX; a GPU is fine){hint}"
+        )

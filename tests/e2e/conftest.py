@@ -1,0 +1,82 @@
+"""Fixtures of the end-to-end tests. The tiny model is built once per checkout (cached in
+.cache/), and each recipe is quantized (evaluated, served) once per test session into a
+session-wide RUNS_DIR."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> Path:
+    from pipeline.models.tiny.build import ensure
+
+    return ensure()
+
+
+@pytest.fixture(scope="session")
+def session_runs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="session")
+def quantized(session_runs, tiny_model):
+    """quantized(recipe) → the run dir, quantizing on first use (once per session)."""
+    done: dict[str, Path] = {}
+
+    def get(recipe: str) -> Path:
+        if recipe not in done:
+            result = cli("quantize", "--recipe", recipe, runs=session_runs)
+            assert result.returncode == 0, result.stderr[-3000:]
+            done[recipe] = session_runs / "tiny-llama" / recipe
+        return done[recipe]
+
+    return get
+
+
+# Small but real serving: two concurrency levels, 8 requests each, no torch.compile
+SWEEP = ["--concurrency", "1,4", "--num-prompts", "8", "--enforce-eager"]
+
+
+def needs_serving_env():
+    from pipeline import serving_env
+
+    if not serving_env.available():
+        pytest.skip("serving env not built (make setup)")
+
+
+@pytest.fixture(scope="session")
+def evaluated(quantized, session_runs):
+    """evaluated(recipe) → (results dict, first CLI result), evaluating once per session.
+    All with the hf backend, so that comparisons between recipes compare only the recipes."""
+    done = {}
+
+    def get(recipe: str):
+        if recipe not in done:
+            quantized(recipe)
+            result = cli("eval", "--recipe", recipe, "--backend", "hf", runs=session_runs)
+            assert result.returncode in (0, 3), result.stderr[-3000:]  # 3: a gate failed
+            path = results_path(session_runs / "tiny-llama" / recipe, "eval")
+            done[recipe] = (json.loads(path.read_text()), result)
+        return done[recipe]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def served_fp8(quantized, session_runs):
+    needs_serving_env()
+    quantized("fp8")
+    result = cli("serve", "--recipe", "fp8", *SWEEP, runs=session_runs, timeout=1200)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    path = results_path(session_runs / "tiny-llama" / "fp8", "serve")
+    return json.loads(path.read_text()), result
+
+
+def results_path(run_dir: Path, stage: str) -> Path:
+    """The results.json of a stage's latest entry in a run directory's manifest."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    return run_dir / manifest["stages"][stage]["outputs"]["results"]

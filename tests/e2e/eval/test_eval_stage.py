@@ -1,0 +1,242 @@
+"""Eval stage on tiny-llama with the hf backend: tables, caching, gates, known answers."""
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import REPO, cli
+from tests.e2e.conftest import results_path
+
+pytestmark = pytest.mark.slow
+
+
+def test_eval_prints_both_splits_and_writes_json(evaluated, session_runs):
+    results, result = evaluated("gptq")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for split in ("heldout", "calibration"):
+        assert f"\n{split} " in result.stdout
+        m = results["splits"][split]
+        assert m["tokens"] == 16863  # 33 windows × 511 scored tokens: the 16,384 budget, whole
+        assert 0 <= m["kl_p50"] <= m["kl_p99"] <= m["kl_max"] and m["kl_mean_se"] > 0
+        assert 90 < m["same_top_pct"] <= 100
+        # tiny-llama is flat: 99% of p takes ~2,550 of its 4,096 tokens, still < a full row
+        assert m["reference"]["mass_kept_min"] >= 0.99
+        assert 1000 < m["reference"]["tokens_kept_mean"] < 4096
+        assert m["reference_bytes_per_token"] == pytest.approx(
+            6 * m["reference"]["tokens_kept_mean"] + 12
+        )
+    # gptq.yaml runs the local lm-eval task (evals/tasks/pydoc_word_order) on both models
+    (task,) = results["tasks"]
+    assert task["task"] == "pydoc_word_order" and task["samples"] == 200
+    assert 0.25 < task["original"] <= 1 and task["original_stderr"] > 0  # chance is 0.25
+    assert task["recovery"] == pytest.approx(task["quantized"] / task["original"])
+    assert "pydoc_word_order" in result.stdout and "recovery" in result.stdout
+    assert results["gates"]["passed"] and len(results["gates"]["checks"]) == 4
+    manifest = json.loads((session_runs / "tiny-llama" / "gptq" / "manifest.json").read_text())
+    assert manifest["stages"]["eval"]["status"] == "done"
+    metrics = manifest["stages"]["eval"]["metrics"]
+    assert metrics["kl_mean"] == results["splits"]["heldout"]["kl_mean"]
+    assert metrics["backend"] == "hf" and metrics["gates_passed"]
+
+
+def test_rerun_reuses_results_and_other_recipes_reuse_the_reference(evaluated, session_runs):
+    evaluated("gptq")
+    again = cli("eval", "--recipe", "gptq", "--backend", "hf", runs=session_runs)
+    assert again.returncode == 0 and "cached" in again.stdout
+    results, _ = evaluated("w4a16-rtn")  # after gptq, same backend: the reference is on disk
+    assert all(results["splits"][s]["reference_cached"] for s in ("heldout", "calibration"))
+    (task,) = evaluated("fp8")[0]["tasks"]  # same task: the original's score is on disk
+    assert task["original_cached"]
+
+
+def test_failed_gate_exits_3_and_names_it(tmp_path, quantized, session_runs):
+    quantized("gptq")
+    text = (
+        (REPO / "recipes" / "gptq.yaml")
+        .read_text()
+        .replace("min_same_top_pct: 85", "min_same_top_pct: 99.99")
+        .replace("recovery_threshold: 0.95", "recovery_threshold: 1.5")
+    )
+    strict = tmp_path / "gptq.yaml"  # same name: reuses the session's gptq run directory
+    strict.write_text(text)
+    result = cli("eval", "--recipe", str(strict), "--backend", "hf", "--json", runs=session_runs)
+    assert result.returncode == 3
+    outcome = json.loads(result.stdout)
+    assert outcome["status"] == "gate_failed" and outcome["exit_code"] == 3
+    assert [s["status"] for s in outcome["stages"]] == ["cached", "gate_failed"]
+    assert "eval gate failed: min_same_top_pct" in result.stderr
+    assert "pydoc_word_order recovery (" in result.stderr and "vs 1.5)" in result.stderr
+    assert "cached" in result.stderr  # thresholds are re-checked, not re-evaluated
+
+
+def test_unknown_lm_eval_task_is_a_user_error(tiny_model):
+    from pipeline.config.recipe import TaskSpec
+    from pipeline.core.errors import UserError
+    from pipeline.eval import tasks
+
+    with pytest.raises(UserError, match="lm-eval task not found: no_such_task"):
+        tasks.scores(tiny_model, "hf", [TaskSpec(task="no_such_task")], "original")
+
+
+def test_original_against_itself_is_zero_kl(tiny_model):
+    from transformers import AutoTokenizer
+
+    from pipeline.config.recipe import EvalSettings
+    from pipeline.data.corpus import read_split
+    from pipeline.eval import drift, reference
+    from pipeline.eval import windows as token_windows
+    from pipeline.eval.backends import hf
+    from pipeline.eval.stage import _score
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    windows = token_windows.windows(tok, read_split("heldout"), 256, 2048)
+    model = hf.load(tiny_model)
+    (ref,) = reference.compute(hf, model, [windows], EvalSettings())
+    (tokens,) = _score(hf, model, [windows], [ref])
+    s = drift.summarize(tokens)
+    assert (
+        s["kl_mean"] < 1e-6 and s["same_top_pct"] == 100.0 and s["ppl_ratio"] == pytest.approx(1.0)
+    )
+
+
+def _paired_z(runs, better: str, worse: str) -> float:
+    """How many standard errors `better` drifts less than `worse`, over both splits' tokens.
+    Paired per token: both are scored on the same tokens against the same reference, so the
+    hard tokens that dominate mean KL for every recipe cancel out."""
+    import torch
+
+    diffs = []
+    for split in ("heldout", "calibration"):
+        a = torch.load(_tokens(runs, better))[split]["kl"]
+        b = torch.load(_tokens(runs, worse))[split]["kl"]
+        diffs.append(b.double() - a.double())
+    d = torch.cat(diffs)
+    return (d.mean() / (d.std() / d.numel() ** 0.5)).item()
+
+
+def _tokens(runs, recipe: str):
+    return results_path(runs / "tiny-llama" / recipe, "eval").parent / "tokens.pt"
+
+
+@pytest.mark.parametrize(
+    "better, worse",
+    [
+        ("gptq", "w4a16-rtn"),  # measured z = 12
+        ("awq", "w4a16-rtn"),  # z = 3.7: AWQ's win is small here (no outlier channels to protect)
+        ("fp8", "w4a16-rtn"),  # z = 4.8
+        ("fp8", "fp8-kv"),  # the same weights + an FP8 KV cache (emulated by compressed-tensors)
+    ],
+)
+def test_known_ranking_of_recipes(evaluated, session_runs, better, worse):
+    evaluated(better), evaluated(worse)
+    assert _paired_z(session_runs, better, worse) > 3
+
+
+def test_fp8_kv_cache_is_measured_and_said(evaluated):
+    results, result = evaluated("fp8-kv")
+    assert results["kv_cache"] == "float8 (emulated, calibrated scales)"  # hf: compressed-tensors
+    assert "KV cache float8 (emulated" in result.stdout and results["gates"]["passed"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured on tiny-llama: FP8 (W8A8, dynamic per-token activations) mean KL 1.1e-4 "
+    "vs GPTQ W4A16 4.0e-5, paired z = -13; its activation quantization costs 10x its weight "
+    "quantization here (see test_fp8_weights_alone_drift_less_than_every_w4a16_recipe)",
+)
+def test_fp8_drifts_less_than_every_w4a16_recipe(evaluated, session_runs):
+    for worse in ("gptq", "awq", "w4a16-rtn"):
+        evaluated("fp8"), evaluated(worse)
+        assert _paired_z(session_runs, "fp8", worse) > 3, worse
+
+
+def test_fp8_weights_alone_drift_less_than_every_w4a16_recipe(evaluated, session_runs, tiny_model):
+    """Why the test above fails: the fp8 artifact with activation quantization switched off
+    in transformers (compressed-tensors' scheme, shared by its Linears) drifts 10x less."""
+    from transformers import AutoTokenizer
+
+    from pipeline.data.texts import load_all
+    from pipeline.eval import drift, reference
+    from pipeline.eval import windows as token_windows
+    from pipeline.eval.backends import hf
+    from pipeline.eval.stage import _score
+
+    for recipe in ("fp8", "gptq", "awq", "w4a16-rtn"):
+        evaluated(recipe)
+    ref_dir = session_runs / "tiny-llama" / "original" / "reference"
+    results = json.loads(results_path(session_runs / "tiny-llama" / "fp8", "eval").read_text())
+    ref = reference.load(ref_dir, f"heldout-{results['splits']['heldout']['reference']['key']}")
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    texts = load_all("python-docs", None, "heldout", "text")  # as fp8.yaml's eval section
+    windows = token_windows.windows(tok, texts, 512, 16384)
+    assert len(ref["counts"]) == windows.shape[0] * (windows.shape[1] - 1)
+    model = hf.load(session_runs / "tiny-llama" / "fp8" / "artifact")
+    for module in model.modules():
+        if getattr(module, "quantization_scheme", None) is not None:
+            module.quantization_scheme.input_activations = None
+    (tokens,) = _score(hf, model, [windows], [ref])
+    weights_only = drift.summarize(tokens)["kl_mean"]
+    for w4 in ("gptq", "awq", "w4a16-rtn"):
+        w4_results = results_path(session_runs / "tiny-llama" / w4, "eval")
+        w4_kl = json.loads(w4_results.read_text())["splits"]["heldout"]["kl_mean"]
+        assert weights_only < w4_kl / 2, (w4, weights_only, w4_kl)
+    assert weights_only < results["splits"]["heldout"]["kl_mean"] / 5
+
+
+def test_backends_agree_and_keep_their_own_results(tmp_path, session_runs, tiny_model):
+    """hf computes in float32 from the dequantized weights; vLLM in bfloat16 with its own FP8
+    kernels. bf16 rounds logits by ~2^-9 relative, which moves perplexity by well under 0.5%
+    and per-token KL by ~1e-5 here; a larger gap is a real kernel or loading difference.
+    hf, then vllm, then hf again: the third is cached (each backend keeps its own result)."""
+    from pipeline import serving_env
+
+    if not serving_env.available():
+        pytest.skip("serving env not built (make setup)")
+    # fp8 with a 1,024-token budget (vLLM's full-vocabulary prompt log-probs are slow on CPU:
+    # ~200 MB of Python lists per window); its lm-eval task is checked on its own below
+    small = tmp_path / "fp8-small.yaml"
+    text = (REPO / "recipes" / "fp8.yaml").read_text().replace("16384", "1024")
+    small.write_text(re.sub(r"\n  tasks:.*?\n(?=  gates:)", "\n", text, flags=re.S))
+    got = {}
+    for backend in ("hf", "vllm"):
+        result = cli("eval", "--recipe", str(small), "--backend", backend, runs=session_runs)
+        assert result.returncode == 0, result.stderr[-3000:]
+        path = results_path(session_runs / "tiny-llama" / "fp8-small", "eval")
+        got[backend] = json.loads(path.read_text())
+        assert got[backend]["tasks"] == [] and got[backend]["backend"] == backend
+    third = cli("eval", "--recipe", str(small), "--backend", "hf", runs=session_runs)
+    assert third.returncode == 0 and "cached" in third.stdout, third.stderr[-3000:]
+    again = json.loads(results_path(session_runs / "tiny-llama" / "fp8-small", "eval").read_text())
+    assert again == got["hf"]
+    hf, vl = got["hf"]["splits"]["heldout"], got["vllm"]["splits"]["heldout"]
+    for key in ("ppl_original", "ppl_quantized"):
+        assert vl[key] == pytest.approx(hf[key], rel=0.005), key
+    assert abs(vl["kl_mean"] - hf["kl_mean"]) < 2e-4
+    assert abs(vl["same_top_pct"] - hf["same_top_pct"]) < 2.0
+
+
+def test_lm_eval_task_through_vllm_agrees_with_hf(quantized):
+    """lm-eval's vllm model in the serving env (bf16) vs its hf model here (float32), same
+    artifact and documents: 160 log-likelihood comparisons; bf16 may flip near-ties only."""
+    from pipeline import serving_env
+    from pipeline.config.recipe import TaskSpec
+    from pipeline.eval import tasks
+
+    if not serving_env.available():
+        pytest.skip("serving env not built (make setup)")
+    artifact = quantized("fp8") / "artifact"
+    spec = [TaskSpec(task="pydoc_word_order", limit=40)]
+    by_backend = {b: tasks.scores(artifact, b, spec, "quantized") for b in ("hf", "vllm")}
+    hf, vl = (by_backend[b]["tasks"]["pydoc_word_order"] for b in ("hf", "vllm"))
+    assert hf["samples"] == vl["samples"] == 40
+    assert hf["value"] > 0.5 and abs(vl["value"] - hf["value"]) <= 0.075  # ≤ 3 of 40 flip
+
+
+def test_vllm_backend_refuses_w4a16_where_its_kernels_are_missing(quantized, session_runs):
+    from pipeline import serving_env
+
+    if not serving_env.available() or serving_env.capabilities()["w4a16"]:
+        pytest.skip("needs a serving env whose vLLM lacks the W4A16 CPU kernel")
+    result = cli("eval", "--recipe", "gptq", "--backend", "vllm", runs=session_runs)
+    assert result.returncode == 4 and "no W4A16 GEMM" in result.stderr

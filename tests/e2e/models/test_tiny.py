@@ -1,0 +1,27 @@
+import hashlib
+import json
+
+from pipeline.models.tiny import build, spec
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_build_is_deterministic(tmp_path):
+    """Two independent builds (short training) give byte-identical tokenizer and weights."""
+    a = build.ensure(training={"steps": 2}, root=tmp_path / "a")
+    b = build.ensure(training={"steps": 2}, root=tmp_path / "b")
+    assert a.name == b.name
+    for name in ("model.safetensors", "tokenizer.json"):
+        assert _sha(a / name) == _sha(b / name)
+
+
+def test_cached_model_learned_the_text(tiny_model):
+    info = json.loads((tiny_model / "build.json").read_text())
+    assert info["training"] == spec.TRAINING
+    # Uniform guessing over the 4,096-token vocabulary would score 4,096.
+    assert info["heldout_perplexity_bf16"] < 600
+    config = json.loads((tiny_model / "config.json").read_text())
+    assert config["hidden_size"] == 256 and config["vocab_size"] == 4096
+    assert build.ensure() == tiny_model  # cached: same folder, nothing rebuilt

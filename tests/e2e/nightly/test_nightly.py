@@ -1,0 +1,175 @@
+"""Nightly jobs on tiny-llama: the default matrix twice (the second compares with the first), a
+deliberately worse cell flagged with exit 1, an interrupted run resumed, the report's plots,
+two writers on one SQLite store, and the Ray executor on a local Ray (CPU)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, cli
+from tests.e2e.conftest import results_path
+
+pytestmark = pytest.mark.slow
+
+
+def _matrix(tmp_path, name="matrix.yaml", **changes) -> str:
+    data = yaml.safe_load((REPO / "evals" / "nightly.yaml").read_text())
+    data.update(changes)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def _nightly(runs, db, *args, timeout=1800):
+    return cli("nightly", "--db", db, *args, runs=runs, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def default_twice(quantized, evaluated, served_fp8, session_runs, tmp_path_factory):
+    """The shipped matrix (tiny-llama × fp8, gptq) run twice against one store. The session's
+    fixtures already made the artifacts, hf evals and the fp8 serve with these settings, so
+    both runs find every stage cached: what is measured here is the nightly machinery."""
+    quantized("gptq"), evaluated("fp8"), evaluated("gptq")
+    db = f"sqlite:///{tmp_path_factory.mktemp('nightly')}/nightly.db"
+    first = _nightly(session_runs, db)
+    second = _nightly(session_runs, db)
+    return db, first, second
+
+
+def test_default_matrix_runs_and_the_second_run_compares(default_twice, session_runs):
+    from sqlalchemy import select
+
+    from pipeline.nightly.store import Store
+    from pipeline.nightly.store import runs as runs_table
+
+    db, first, second = default_twice
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert first.stdout.count("first run") == 2
+    store = Store(db)
+    runs = store.run_ids()
+    assert len(runs) == 2 and all(r["ended"] for r in runs)
+    assert second.stdout.count(f"ok vs {runs[0]['id']}") == 2
+    cells = {c["cell"]: c for c in store.cells_of(runs[1]["id"])}
+    assert cells["fp8"]["status"] == "ok" and cells["fp8"]["stages"]["serve"] == "done"
+    metrics = store.metrics_of(runs[1]["id"], "tiny-llama", "fp8")
+    assert {"kl_mean", "same_top_pct", "ppl_ratio", "checkpoint_bytes"} <= set(metrics)
+    assert metrics["kl_mean"].se > 0 and "c4.output_tok_s_ratio" in metrics
+    path = results_path(session_runs / "tiny-llama" / "fp8", "eval")
+    assert metrics["kl_mean"].value == json.loads(path.read_text())["splits"]["heldout"]["kl_mean"]
+    with store.engine.connect() as c:
+        git, libraries, host = c.execute(
+            select(runs_table.c.git, runs_table.c.libraries, runs_table.c.host)
+        ).first()
+    assert git["commit"] and libraries["llmcompressor"] and libraries["vllm"]
+    assert host["cpu_count"] > 0 and "hostname" not in host
+
+
+def test_report_writes_html_and_plots(default_twice, session_runs, tmp_path):
+    db, _, _ = default_twice
+    result = cli("report", "--db", db, "--out", str(tmp_path / "reports"), runs=session_runs)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (day,) = (tmp_path / "reports").iterdir()
+    html = (day / "index.html").read_text()
+    for png in ("pareto.png", "throughput.png", "history.png"):
+        assert f'src="{png}"' in html
+        assert (day / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # a real PNG
+        assert (day / png).stat().st_size > 10_000  # with something drawn on it
+    assert "tiny-llama" in (day / "summary.md").read_text()
+
+
+def test_worse_cell_is_a_regression_with_exit_3(default_twice, session_runs, tmp_path):
+    """fp8 again, with lm_head quantized too: more drift than its previous run by many SE."""
+    db, _, _ = default_twice
+    worse = _matrix(
+        tmp_path,
+        recipes=["fp8"],
+        stages=["quantize", "eval"],
+        cells=[
+            {
+                "model": "tiny-llama",
+                "recipe": "fp8",
+                "recipe_overrides": {
+                    "quantization.quant_stage.quant_modifiers.QuantizationModifier.ignore": [],
+                    "eval.tasks": [],  # drift is enough here; skips an lm-eval run
+                },
+            }
+        ],
+    )
+    result = _nightly(session_runs, db, "--matrix", worse)
+    assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "REGRESSED" in result.stdout and "REGRESSION kl_mean" in result.stdout
+
+
+def test_interrupted_run_resumes_where_it_stopped(quantized, session_runs, tmp_path):
+    from pipeline.nightly.store import Store
+
+    quantized("fp8"), quantized("int8")
+    db = f"sqlite:///{tmp_path}/resume.db"
+    matrix = _matrix(tmp_path, recipes=["fp8", "int8"], stages=["quantize"])
+    cmd = [sys.executable, "-m", "pipeline", "nightly", "--db", db, "--matrix", matrix]
+    env = {**os.environ, "RUNS_DIR": str(session_runs)}
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    store = Store(db)
+    deadline = time.time() + 600
+    while time.time() < deadline:  # stop it once the first cell is recorded
+        runs = store.run_ids()
+        if runs and store.cells_of(runs[0]["id"]):
+            break
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    (run,) = store.run_ids()
+    assert run["ended"] is None and len(store.cells_of(run["id"])) == 1
+    resumed = _nightly(session_runs, db, "--matrix", matrix)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert f"nightly run {run['id']} (resumed, 1 cells already recorded): 1 cells" in resumed.stdout
+    (again,) = store.run_ids()
+    assert again["ended"] and len(store.cells_of(run["id"])) == 2
+
+
+def test_ray_executor_on_a_local_ray(quantized, session_runs, tmp_path):
+    quantized("fp8")
+    db = f"sqlite:///{tmp_path}/ray.db"
+    matrix = _matrix(tmp_path, recipes=["fp8"], stages=["quantize"])
+    assert not os.environ.get("RAY_ADDRESS")  # unset: a local Ray on this machine's CPUs
+    result = cli(
+        "nightly",
+        "--db",
+        db,
+        "--matrix",
+        matrix,
+        "--executor",
+        "ray",
+        runs=session_runs,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "executor ray" in result.stdout
+    from pipeline.nightly.store import Store
+
+    store = Store(db)
+    (run,) = store.run_ids()
+    (cell,) = store.cells_of(run["id"])
+    assert cell["status"] == "ok" and cell["stages"] == {"quantize": "done"}
+    assert store.metrics_of(run["id"], "tiny-llama", "fp8")["checkpoint_bytes"].value > 0
+
+
+def test_bad_matrix_is_one_line_exit_2(tmp_path):
+    bad = _matrix(tmp_path, recipes=["fp8", "nope"])
+    result = cli("nightly", "--matrix", bad, "--db", f"sqlite:///{tmp_path}/x.db", runs=tmp_path)
+    assert result.returncode == 2 and "unknown recipe 'nope'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -1,0 +1,242 @@
+"""Serve stage with real vLLM (CPU build) on tiny-llama: engine numbers, benchmark, smoke check,
+caching of the original's measurement, and process hygiene when things go wrong."""
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO, cli
+from tests.e2e.conftest import SWEEP, needs_serving_env, results_path
+
+pytestmark = pytest.mark.slow
+
+VLLM_PROCESSES = r"vllm\.entrypoints|VLLM::|bench_serve\.py|openai_smoke\.py"
+
+
+def vllm_processes() -> list[str]:
+    out = subprocess.run(["pgrep", "-fa", VLLM_PROCESSES], capture_output=True, text=True)
+    # a <defunct> entry is already dead (a zombie waiting for init to reap it): not left running
+    return [x for x in out.stdout.splitlines() if "pgrep" not in x and "<defunct>" not in x]
+
+
+def test_engine_numbers_match_the_model_config(served_fp8, tiny_model):
+    results, _ = served_fp8
+    config = json.loads((tiny_model / "config.json").read_text())
+    # K and V, per layer and KV head, head_dim values of 2 bytes (bf16 KV cache)
+    kv_bytes_per_token = (
+        config["num_hidden_layers"] * config["num_key_value_heads"] * config["head_dim"] * 2 * 2
+    )
+    for side in ("original", "quantized"):
+        engine = results[side]["engine"]
+        pool = engine["kv_cache_memory_bytes"]
+        assert pool == 2**30  # cpu_kvcache_space_gib: 1
+        assert engine["kv_cache_size_tokens"] == pool // kv_bytes_per_token == 524_288
+        assert engine["kv_cache_tokens"] == engine["kv_cache_size_tokens"]  # log == /metrics
+        context = results[side]["max_model_len"]
+        assert engine["kv_cache_max_concurrency"] == pytest.approx(524_288 / context)
+        assert engine["ready_seconds"] > 0 and engine["weights_load_seconds"] >= 0
+    # the capacity planner, from the config alone, within 2% of what was built and allocated
+    for side, p in results["predicted"].items():
+        assert p["weights_bytes"] == pytest.approx(p["weights_measured"], rel=0.02), side
+        assert p["kv_cache_tokens"] == pytest.approx(p["kv_cache_tokens_measured"], rel=0.02)
+    memory = results["comparison"]["memory"]
+    assert memory["kv_cache_tokens"]["ratio"] == 1.0  # same KV dtype: FP8 weights free no KV
+    assert memory["checkpoint_bytes"]["ratio"] == pytest.approx(0.702, abs=0.005)
+
+
+def test_benchmark_levels_are_complete_and_consistent(served_fp8):
+    results, result = served_fp8
+    for side in ("original", "quantized"):
+        levels = results[side]["levels"]
+        assert [lv["concurrency"] for lv in levels] == [1, 4]
+        for lv in levels:
+            assert lv["completed"] == lv["num_prompts"] == 8 and lv["failed"] == 0
+            # --ignore-eos: every request generates output_len (64) tokens
+            assert lv["output_tok_s"] * lv["duration_s"] == pytest.approx(8 * 64, rel=0.01)
+            for metric in ("ttft", "itl", "e2el"):
+                assert 0 < lv[f"{metric}_median_ms"] <= lv[f"{metric}_p99_ms"]
+            assert lv["preemptions"] == 0
+        smoke = results[side]["smoke"]
+        assert smoke["chat"]["text"].strip() and smoke["completion"]["text"].strip()
+        assert smoke["chat"]["chunks"] > 1  # streamed, not one blob
+    for row in results["comparison"]["levels"]:
+        t = row["output_tok_s"]
+        assert t["ratio"] == pytest.approx(t["quantized"] / t["original"])
+    assert "out tok/s" in result.stdout and "KV cache (tokens)" in result.stdout
+
+
+def test_two_serve_settings_keep_their_own_results(served_fp8, session_runs):
+    """SWEEP, then other settings, then SWEEP again: the third is cached; nothing left running."""
+    first, _ = served_fp8
+    other = ["--concurrency", "2", "--num-prompts", "4", "--output-len", "16", "--enforce-eager"]
+    result = cli("serve", "--recipe", "fp8", *other, runs=session_runs, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    second = json.loads(results_path(session_runs / "tiny-llama" / "fp8", "serve").read_text())
+    assert [lv["concurrency"] for lv in second["quantized"]["levels"]] == [2]
+    again = cli("serve", "--recipe", "fp8", *SWEEP, "--json", runs=session_runs)
+    assert again.returncode == 0 and "cached" in again.stderr
+    (serve,) = [s for s in json.loads(again.stdout)["stages"] if s["stage"] == "serve"]
+    assert serve["status"] == "cached"
+    assert json.loads(open(serve["paths"]["results"]).read()) == first
+    assert vllm_processes() == []
+
+
+def test_w4a16_artifact_serves_where_the_kernel_exists(quantized, session_runs):
+    from pipeline import serving_env
+
+    needs_serving_env()
+    if not serving_env.capabilities()["w4a16"]:
+        result = cli("serve", "--recipe", "gptq", *SWEEP, runs=session_runs)
+        assert result.returncode == 4 and "no W4A16" in result.stderr
+        pytest.skip("this host's vLLM has no W4A16 CPU kernel (AVX2 only): refusal checked")
+    quantized("gptq")
+    result = cli("serve", "--recipe", "gptq", *SWEEP, runs=session_runs, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "original model: cached" in result.stdout
+
+
+def test_fp8_kv_cache_doubles_kv_capacity_where_it_runs(quantized, session_runs, tiny_model):
+    """fp8-kv serves with kv_cache_dtype fp8: twice the original's KV tokens in the same pool,
+    as the planner predicts. vLLM's CPU attention has FP8 KV only with AVX-512/AMX."""
+    from pipeline import serving_env
+
+    needs_serving_env()
+    quantized("fp8-kv")
+    if not serving_env.capabilities()["fp8_kv_cache"]:
+        result = cli("serve", "--recipe", "fp8-kv", *SWEEP, runs=session_runs)
+        assert result.returncode == 4 and "FP8 KV cache only with AVX-512" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        pytest.skip("this host's vLLM has no FP8 KV cache on CPU (AVX2 only): refusal checked")
+    result = cli("serve", "--recipe", "fp8-kv", *SWEEP, runs=session_runs, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads(results_path(session_runs / "tiny-llama" / "fp8-kv", "serve").read_text())
+    assert results["quantized"]["engine"]["cache_dtype"].startswith("fp8")
+    assert results["comparison"]["memory"]["kv_cache_tokens"]["ratio"] == pytest.approx(
+        2.0, rel=0.02
+    )
+    p = results["predicted"]["quantized"]
+    assert p["kv_cache_tokens"] == pytest.approx(p["kv_cache_tokens_measured"], rel=0.02)
+
+
+def test_engine_sizes_the_fp8_kv_pool_as_planned(quantized, tmp_path, tiny_model):
+    """The planner's FP8-KV token count against vLLM's own allocator, on any host: the engine
+    sizes the KV pool (and logs `… KV cache size: N tokens`) before its attention backend is
+    built, so the figure exists even where the CPU attention then refuses FP8 (AVX2)."""
+    from pipeline import capacity as planner
+    from pipeline.config.recipe import ServeSettings
+    from pipeline.core import procs
+    from pipeline.serve import engine_facts
+    from pipeline.serve import server as vllm_server
+
+    needs_serving_env()
+    artifact = quantized("fp8-kv") / "artifact"
+    settings = ServeSettings(kv_cache_dtype="fp8", enforce_eager=True)
+    cmd = vllm_server.command(artifact, "kv-probe", settings, vllm_server.free_port(), 512)
+    log = tmp_path / "vllm.log"
+    facts: dict = {}
+    with procs.group(cmd, log, vllm_server.environment(settings)) as proc:
+        deadline = time.monotonic() + 600
+        while "kv_cache_tokens" not in facts and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                facts = engine_facts.from_log(log.read_text())
+                break
+            time.sleep(1)
+            facts = engine_facts.from_log(log.read_text())
+    assert not vllm_processes()
+    config = json.loads((tiny_model / "config.json").read_text())
+    planned = planner.kv_tokens(2**30, config, "fp8")
+    assert planned == 1_048_576  # 1 GiB / (4 layers × 2 KV heads × 64 × 2 (K, V) × 1 byte)
+    assert facts.get("kv_cache_tokens") == pytest.approx(planned, rel=0.02), procs.tail(log, 30)
+
+
+def test_port_in_use_is_a_one_line_error(served_fp8, session_runs):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        result = cli("serve", "--recipe", "fp8", "--port", str(port), runs=session_runs)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: port {port} on 127.0.0.1 is already in use; pick another (--port)"
+    )
+
+
+def test_server_killed_mid_benchmark(served_fp8, quantized, tmp_path, session_runs):
+    """The server dies during `vllm bench serve`: clear message with the server log's tail,
+    partial results kept as serve/<fingerprint>.incomplete/, the stage marked failed, no process
+    left."""
+    quantized("fp8")
+    recipe = tmp_path / "fp8-killed.yaml"  # a second fp8 run dir; the original stays cached
+    recipe.write_text((REPO / "recipes" / "fp8.yaml").read_text())
+    assert cli("quantize", "--recipe", str(recipe), runs=session_runs).returncode == 0
+    originals = sorted((session_runs / "tiny-llama" / "original" / "serve").iterdir())
+    run = session_runs / "tiny-llama" / "fp8-killed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "serve", "--recipe", str(recipe), *SWEEP],
+        cwd=REPO,
+        env={**_env(session_runs)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while not list(run.glob("serve/.*.partial-*/bench-c1.log")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "benchmark never started"
+            time.sleep(0.2)
+        servers = subprocess.run(
+            ["pgrep", "-f", f"vllm.entrypoints.openai.api_server.*{run}"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        assert len(servers) == 1
+        subprocess.run(["kill", "-9", servers[0]], check=True)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(60)
+    assert proc.returncode == 1, out + err
+    assert "vLLM server died mid-benchmark (concurrency 1)" in err
+    assert "last lines of" in err  # the server log's tail follows
+    manifest = json.loads((run / "manifest.json").read_text())
+    entry = manifest["stages"]["serve"]
+    assert entry["status"] == "failed" and not (run / entry["outputs"]["results"]).exists()
+    folder = (run / entry["outputs"]["results"]).parent
+    partial = json.loads((folder.parent / f"{folder.name}.incomplete" / "results.json").read_text())
+    assert partial["complete"] is False and partial["engine"]["kv_cache_size_tokens"] > 0
+    assert sorted((session_runs / "tiny-llama" / "original" / "serve").iterdir()) == originals
+    assert vllm_processes() == []
+
+
+def test_bad_artifact_and_startup_timeout_end_cleanly(tmp_path, tiny_model):
+    from pipeline.config.recipe import ServeSettings
+    from pipeline.core.errors import ServerError
+    from pipeline.serve.server import Server
+
+    needs_serving_env()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"architectures": ["NoSuchModelForCausalLM"]}')
+    settings = ServeSettings(enforce_eager=True, startup_timeout_s=300)
+    with pytest.raises(ServerError, match="exited during start-up") as err:
+        with Server(broken, "broken", settings, tmp_path / "broken.log", 512):
+            pass
+    assert "last lines of" in str(err.value) and len(str(err.value).splitlines()) > 2
+    assert vllm_processes() == []
+    quick = ServeSettings(enforce_eager=True, startup_timeout_s=3)
+    with pytest.raises(ServerError, match="not healthy after 3 s"):
+        with Server(tiny_model, "slow", quick, tmp_path / "slow.log", 512):
+            pass
+    assert vllm_processes() == []
+
+
+def _env(runs):
+    import os
+
+    return {**os.environ, "RUNS_DIR": str(runs)}

@@ -1,0 +1,28 @@
+"""The capacity planner's figures against the tiny model and the artifacts built from it."""
+
+import json
+
+import pytest
+
+from pipeline import capacity as planner
+from pipeline.config import recipe
+
+GIB = 2**30
+
+
+def test_tiny_llama_kv_tokens_for_a_1gib_pool(tiny_model):
+    """What vLLM's CPU engine reported for a 1 GiB pool (tests/test_serve.py checks it live)."""
+    config = json.loads((tiny_model / "config.json").read_text())
+    assert planner.kv_tokens(GIB, config, "auto") == 524_288
+    assert planner.kv_tokens(GIB, config, "fp8") == 1_048_576
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", recipe.shipped())
+def test_predicted_weights_match_the_artifact_within_2_percent(quantized, tiny_model, name):
+    from pipeline.quantize import artifact
+
+    config = json.loads((tiny_model / "config.json").read_text())
+    row = planner.plan(config, [recipe.load(name)], ["auto"], 1, 1, GIB)[1]  # [0]: original
+    actual = sum(i.nbytes for i in artifact.tensors(quantized(name) / "artifact").values())
+    assert row.weights_bytes == pytest.approx(actual, rel=0.02)

@@ -1,0 +1,73 @@
+"""Recipes: loading, validation with file:line and the valid keys, the schemes they name."""
+
+import pytest
+
+from pipeline.config import recipe
+from pipeline.core.errors import UserError
+from tests.conftest import cli
+
+
+def test_the_required_recipes_ship_with_their_schemes():
+    schemes = {name: recipe.load(name).scheme().name for name in recipe.shipped()}
+    assert schemes == {
+        "fp8": "FP8_DYNAMIC",
+        "fp8-kv": "FP8_DYNAMIC",
+        "awq": "W4A16_ASYM",
+        "gptq": "W4A16",
+        "int8": "W8A8",
+        "w4a16-rtn": "W4A16",
+    }
+    mods = {name: [m for m, _ in recipe.load(name).modifiers()] for name in schemes}
+    assert mods["awq"] == ["AWQModifier", "QuantizationModifier"]
+    assert mods["int8"] == ["SmoothQuantModifier", "GPTQModifier"]
+    kv = {name for name in schemes if recipe.load(name).kv_cache_scheme()}
+    assert kv == {"fp8-kv"} and recipe.load("fp8-kv").spec.serve.kv_cache_dtype == "fp8"
+    assert mods["w4a16-rtn"] == ["QuantizationModifier"]
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+GOOD = """description: test
+quantization:
+  quant_stage:
+    quant_modifiers:
+      GPTQModifier: {targets: [Linear], scheme: W4A16}
+"""
+
+
+def test_unknown_pipeline_key_names_file_key_and_line(tmp_path):
+    path = _write(tmp_path, GOOD + "calibration:\n  num_sample: 3\n")
+    with pytest.raises(UserError) as e:
+        recipe.load(path)
+    msg = str(e.value)
+    assert "mine.yaml:7" in msg and "unknown key 'calibration.num_sample'" in msg
+    assert "num_samples" in msg  # the valid keys are listed
+
+
+def test_stage_keys_llmcompressor_would_silently_skip_are_rejected(tmp_path):
+    path = _write(tmp_path, GOOD.replace("quant_stage", "quant"))
+    with pytest.raises(UserError, match="_stage"):
+        recipe.load(path)
+
+
+def test_malformed_yaml_reports_the_line(tmp_path):
+    path = _write(tmp_path, "description: x\nquantization:\n  a: [1,\n  b: 2\n")
+    with pytest.raises(UserError, match=r"mine.yaml:\d+: malformed YAML"):
+        recipe.load(path)
+
+
+def test_unknown_recipe_lists_the_valid_names():
+    with pytest.raises(UserError) as e:
+        recipe.load("nope")
+    assert all(name in str(e.value) for name in recipe.shipped())
+
+
+def test_recipes_command_prints_one_line_per_recipe(tmp_path):
+    result = cli("recipes", runs=tmp_path)
+    assert result.returncode == 0
+    lines = result.stdout.strip().splitlines()
+    assert [line.split()[0] for line in lines] == recipe.shipped()

@@ -1,0 +1,100 @@
+"""The one stage runner, on a stage that writes a file: cache by inputs, several results kept
+side by side, a failure recorded and nothing left that looks finished."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pipeline.core.files import sha256_json
+from pipeline.core.rundir import RunDir
+from pipeline.core.stage import execute
+
+
+@dataclass
+class Counting:
+    """A stage whose inputs are `setting`; `work` counts its calls and can be made to fail."""
+
+    rundir: RunDir
+    setting: str = "a"
+    name: str = "eval"  # a stage that keeps one result per fingerprint
+    folder: str = "eval"
+    header: dict = field(default_factory=dict)
+    calls: list = field(default_factory=list)
+    checked: list = field(default_factory=list)
+    fail: bool = False
+
+    def inputs(self) -> dict:
+        return {"setting": self.setting}
+
+    def before_work(self) -> None:
+        self.checked.append(self.setting)
+
+    def outputs(self, folder: str) -> dict[str, str]:
+        return {"results": f"{folder}/results.json"}
+
+    def work(self, out: Path) -> dict:
+        self.calls.append(self.setting)
+        if self.fail:
+            raise RuntimeError("boom\nsecond line")
+        (out / "results.json").write_text(f'{{"setting": "{self.setting}"}}')
+        return {"value": len(self.calls)}
+
+    def load_results(self, entry):
+        return (self.rundir.path / entry.outputs["results"]).read_text()
+
+
+def _stage(tmp_path, **kw) -> Counting:
+    return Counting(RunDir("m", "r", root=tmp_path), **kw)
+
+
+def test_same_inputs_are_cached_and_force_recomputes(tmp_path):
+    s = _stage(tmp_path)
+    first, cached = execute(s)
+    assert not cached and first.status == "done" and first.metrics["value"] == 1
+    again, cached = execute(s)
+    assert cached and again == first and s.calls == ["a"] and s.checked == ["a"]
+    _, cached = execute(s, force=True)
+    assert not cached and s.calls == ["a", "a"]
+
+
+def test_different_settings_keep_their_own_results(tmp_path):
+    """a, then b, then a again: the third is cached, and the manifest points at it."""
+    s = _stage(tmp_path)
+    a, _ = execute(s)
+    s.setting = "b"
+    b, _ = execute(s)
+    s.setting = "a"
+    again, cached = execute(s)
+    assert cached and again.fingerprint == a.fingerprint and s.calls == ["a", "b"]
+    assert s.rundir.stage("eval").fingerprint == a.fingerprint  # the latest used
+    assert set(s.rundir.manifest().results["eval"]) == {a.fingerprint, b.fingerprint}
+    assert s.load_results(b) == '{"setting": "b"}' and a.outputs != b.outputs
+
+
+def test_a_failure_is_recorded_and_leaves_no_result(tmp_path):
+    s = _stage(tmp_path, fail=True)
+    with pytest.raises(RuntimeError):
+        execute(s)
+    entry = s.rundir.stage("eval")
+    assert entry.status == "failed" and entry.error == "RuntimeError: boom second line"
+    assert not (s.rundir.path / entry.outputs["results"]).exists()
+    assert s.rundir.cached("eval", sha256_json(s.inputs())) is None  # failed: never a hit
+    assert not [p for p in s.rundir.path.rglob("*") if ".partial" in p.name]
+
+
+def test_deleted_outputs_are_not_a_cache_hit(tmp_path):
+    s = _stage(tmp_path)
+    entry, _ = execute(s)
+    (s.rundir.path / entry.outputs["results"]).unlink()
+    _, cached = execute(s)
+    assert not cached and s.calls == ["a", "a"]
+
+
+def test_single_result_stages_replace_their_folder(tmp_path):
+    s = _stage(tmp_path, name="quantize", folder="artifact")
+    first, _ = execute(s)
+    s.setting = "b"
+    second, _ = execute(s)
+    assert first.outputs == second.outputs == {"results": "artifact/results.json"}
+    assert s.rundir.manifest().results == {}

@@ -1,0 +1,70 @@
+import json
+
+import pytest
+
+from pipeline.config import recipe
+from pipeline.core.errors import UserError
+from pipeline.models import aliases as models
+from pipeline.models import architecture
+from pipeline.models.tiny import spec
+from pipeline.quantize import plan as quantize_plan
+
+# Parameter counts published on the models' hub pages (safetensors metadata).
+KNOWN_PARAMS = {
+    "llama3-8b": 8_030_261_248,
+    "llama3-70b": 70_553_706_496,
+    "llama3.1-8b": 8_030_261_248,
+    "mistral-7b": 7_248_023_552,
+    "qwen2.5-7b": 7_615_616_512,
+}
+VLLM_CPU_HEAD_SIZES = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256}
+
+
+@pytest.mark.parametrize("alias", list(models.ALIASES))
+def test_alias_configs_are_bundled_and_match_published_sizes(alias):
+    ref = models.resolve(alias)
+    assert ref.hub_id == models.ALIASES[alias]
+    config = models.load_config(ref)  # offline: from pipeline/model_configs
+    assert architecture.total_params(config) == KNOWN_PARAMS[alias]
+
+
+def test_hub_ids_and_local_folders_are_accepted(tmp_path):
+    assert models.resolve("org/some-model").source == "hub"
+    assert models.resolve("org/some-model").name == "org--some-model"
+    (tmp_path / "config.json").write_text(json.dumps(spec.CONFIG))
+    ref = models.resolve(str(tmp_path))
+    assert ref.source == "local" and models.load_config(ref)["hidden_size"] == 256
+
+
+def test_unknown_model_lists_the_aliases():
+    with pytest.raises(UserError) as e:
+        models.resolve("llama-9000")
+    assert "llama3-70b" in str(e.value) and "tiny-llama" in str(e.value)
+
+
+def test_tiny_llama_shape_fits_vllm_cpu_and_group_128():
+    lins = architecture.linears(spec.CONFIG)
+    assert all(lin.in_features % 128 == 0 and lin.out_features % 128 == 0 for lin in lins)
+    assert architecture.head_dim(spec.CONFIG) in VLLM_CPU_HEAD_SIZES
+    assert spec.CONFIG["architectures"] == ["LlamaForCausalLM"]
+
+
+def test_group_size_that_does_not_divide_a_linear_is_refused_from_the_config(tmp_path):
+    config = {**spec.CONFIG, "intermediate_size": 704}  # 704 = 5.5 × 128
+    rf = recipe.load("gptq")
+    with pytest.raises(UserError, match=r"group size 128 does not divide .*down_proj.*704"):
+        quantize_plan.check_fit(rf, config, "odd-model")
+    quantize_plan.check_fit(recipe.load("fp8"), config, "odd-model")  # channel-wise: fine
+
+
+def test_plan_for_llama3_70b_gptq_fits_one_80gb_gpu_with_sequential_onloading():
+    config = models.load_config(models.resolve("llama3-70b"))
+    rf = recipe.load("gptq")
+    cal = {"dataset": "python-docs", "split": "calibration", "samples": 512, "max_seq_length": 2048}
+    plan = quantize_plan.build(rf, config, {"name": "llama3-70b"}, cal, gpus=["H100 80GB"])
+    mem = plan["memory_bytes"]
+    assert plan["pipeline"] == "sequential" and "one decoder layer at a time" in plan["placement"]
+    assert mem["weights_bf16"] == 2 * KNOWN_PARAMS["llama3-70b"]
+    # W4A16: 4-bit Linears + bf16 embeddings / lm_head ≈ 0.28 of bf16
+    assert 0.25 < mem["artifact_estimate"] / mem["weights_bf16"] < 0.32
+    assert mem["device_peak_estimate"] < 80e9 and plan["fits_one_80gb_gpu"]

@@ -1,0 +1,115 @@
+"""A nightly cell's verdict comes from the outcome's status classes (pipeline/core/outcome.py),
+never from the wording of a message: rewording one changes no verdict."""
+
+import pytest
+
+from pipeline import flow, serving_env
+from pipeline.core.errors import NotOnThisHost
+from pipeline.core.outcome import Outcome, StageOutcome, overall
+from pipeline.nightly import cell, matrix
+from pipeline.quantize.stage import QuantizeStage
+
+AVX2_HOST = {"w4a16": False, "fp8_kv_cache": False}
+
+
+def _outcome(*stages: StageOutcome) -> Outcome:
+    status, message = overall(list(stages))
+    return Outcome.of(
+        "run", status, message, model="tiny-llama", recipe="gptq", stages=list(stages)
+    )
+
+
+def _classes(verdict: dict) -> tuple:
+    """What a verdict decides: the cell's status and each stage's class (not its words)."""
+    return verdict["status"], {k: v.split(":")[0] for k, v in verdict["stages"].items()}
+
+
+def _skipped_serve(monkeypatch, reword: str | None) -> StageOutcome:
+    """The real flow preparing serve for a W4A16 recipe on a host without the kernel."""
+    monkeypatch.setattr(serving_env, "available", lambda: True)
+    monkeypatch.setattr(serving_env, "capabilities", lambda: AVX2_HOST)
+    if reword:
+
+        def require_scheme(scheme, doing, hint=""):
+            if not serving_env.runs_scheme(scheme):
+                raise NotOnThisHost(reword)
+
+        monkeypatch.setattr(serving_env, "require_scheme", require_scheme)
+    q = QuantizeStage.prepare("tiny-llama", "gptq")
+    prepared = flow.prepare("run", q, ("serve",), skip_unsupported=True)
+    (skipped,) = prepared.skipped
+    return skipped
+
+
+@pytest.mark.parametrize("reword", ["Ce GPU-là n'existe pas ici.", "kernels: none, sorry"])
+def test_rewording_messages_changes_no_verdict(monkeypatch, reword):
+    done = StageOutcome(stage="quantize", status="cached")
+
+    def verdicts(serve: StageOutcome, gate_message: str, error_message: str):
+        gate = StageOutcome(
+            stage="eval", status="gate_failed", reason="gate_failed", message=gate_message
+        )
+        crash = StageOutcome(
+            stage="eval", status="failed", reason="server_error", message=error_message
+        )
+        return [
+            _classes(cell.verdict(_outcome(done, serve))),
+            _classes(cell.verdict(_outcome(done, gate, serve))),
+            _classes(cell.verdict(_outcome(done, crash))),
+        ]
+
+    original = verdicts(
+        _skipped_serve(monkeypatch, None), "eval gate failed: max_mean_kl", "vLLM died"
+    )
+    monkeypatch.undo()
+    reworded = verdicts(_skipped_serve(monkeypatch, reword), reword, reword)
+    assert (
+        original
+        == reworded
+        == [
+            ("ok", {"quantize": "done", "serve": "skipped"}),
+            ("gate_failed", {"quantize": "done", "eval": "gate_failed", "serve": "skipped"}),
+            ("failed", {"quantize": "done", "eval": "failed"}),
+        ]
+    )
+
+
+def test_the_real_refusal_is_classed_unsupported(monkeypatch):
+    skipped = _skipped_serve(monkeypatch, None)
+    assert skipped.status == "unsupported" and skipped.reason == "unsupported"
+    assert "W4A16" in skipped.message
+
+
+def test_without_skip_unsupported_the_refusal_ends_the_command(monkeypatch):
+    monkeypatch.setattr(serving_env, "available", lambda: True)
+    monkeypatch.setattr(serving_env, "capabilities", lambda: AVX2_HOST)
+    q = QuantizeStage.prepare("tiny-llama", "gptq")
+    with pytest.raises(NotOnThisHost):
+        flow.prepare("serve", q, ("serve",))
+
+
+def test_a_command_that_printed_no_outcome_is_a_failed_cell():
+    v = cell.verdict(None, "some output\nKilled\n")
+    assert v["status"] == "failed" and v["error"] == "crashed: Killed" and v["stages"] == {}
+
+
+def test_a_refusal_before_any_stage_is_a_failed_cell():
+    v = cell.verdict(Outcome.of("run", "user_error", "unknown recipe 'x'"))
+    assert v["status"] == "failed" and v["error"].startswith("user_error")
+
+
+def test_the_cell_runs_as_one_pipeline_run_with_its_serve_settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    m, _ = matrix.load(None)
+    fp8 = matrix.cells(m)[0]
+    cmd = cell.command(fp8)
+    assert cmd[1:4] == ["-m", "pipeline", "run"] and cmd[-1] == "--json"
+    assert "--skip-unsupported" in cmd and cmd[cmd.index("--stages") + 1] == "eval,serve"
+    assert cmd[cmd.index("--concurrency") + 1] == "1,4" and "--enforce-eager" in cmd
+    assert cmd[cmd.index("--backend") + 1] == "hf"
+
+
+def test_recovery_se():
+    assert cell.recovery_se(0.5, 0.5, 0.01, 0.01) == pytest.approx(1.0 * (2 * 0.02**2) ** 0.5)
+    assert cell.recovery_se(0.0, 0.5, 0.01, 0.01) is None
+    assert cell.recovery_se(0.5, 0.5, None, 0.01) is None

@@ -1,0 +1,87 @@
+"""The nightly matrix: the shipped one loads; its serve block is the serve settings' own model,
+so a typo or an out-of-range value fails when the matrix loads, with file:line."""
+
+import pytest
+import yaml
+
+from pipeline.core.errors import UserError
+from pipeline.core.paths import NIGHTLY_MATRIX
+from pipeline.nightly import matrix
+
+
+def _write(tmp_path, **changes) -> str:
+    data = yaml.safe_load(NIGHTLY_MATRIX.read_text())
+    data.update(changes)
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def test_the_shipped_matrix_loads_and_its_cells_are_valid(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    m, sha = matrix.load(None)
+    cells = matrix.cells(m)
+    assert [(c.model, c.name) for c in cells] == [("tiny-llama", "fp8"), ("tiny-llama", "gptq")]
+    assert len(sha) == 64 and all(c.tensor_parallel_size == 1 for c in cells)
+    serve = dict(cells[0].serve)
+    assert serve and all(isinstance(k, str) for k in serve)
+
+
+def test_a_typo_in_the_serve_block_names_file_line_and_valid_keys(tmp_path):
+    path = _write(tmp_path, serve={"concurency": [1, 4]})
+    with pytest.raises(UserError) as e:
+        matrix.load(path)
+    msg = str(e.value)
+    assert "m.yaml:" in msg and "unknown key 'serve.concurency'" in msg and "concurrency" in msg
+
+
+def test_a_cell_serve_value_out_of_range_fails_before_anything_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    path = _write(
+        tmp_path, cells=[{"model": "tiny-llama", "recipe": "fp8", "serve": {"num_prompts": 0}}]
+    )
+    m, _ = matrix.load(path)
+    with pytest.raises(UserError, match="num_prompts"):
+        matrix.cells(m)
+
+
+def test_unknown_stage_and_recipe_are_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    with pytest.raises(UserError, match="unknown stage 'bench'"):
+        matrix.load(_write(tmp_path, stages=["quantize", "bench"]))
+    m, _ = matrix.load(_write(tmp_path, recipes=["fp8", "nope"]))
+    with pytest.raises(UserError, match="unknown recipe 'nope'"):
+        matrix.cells(m)
+
+
+def test_cell_overrides_replace_a_matrix_cell_and_tp_comes_from_serve(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    cells = [
+        {"model": "tiny-llama", "recipe": "gptq", "tensor_parallel_size": 2, "stages": ["quantize"]}
+    ]
+    m, _ = matrix.load(_write(tmp_path, cells=cells))
+    by = {c.name: c for c in matrix.cells(m)}
+    assert (
+        by["gptq"].tensor_parallel_size == 2 and dict(by["gptq"].serve)["tensor_parallel_size"] == 2
+    )
+    assert by["gptq"].stages == ("quantize",) and by["fp8"].stages == tuple(m.stages)
+
+
+def test_recipe_overrides_write_a_derived_recipe(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    cells = [
+        {
+            "model": "tiny-llama",
+            "recipe": "fp8",
+            "name": "fp8-seed",
+            "recipe_overrides": {"calibration.seed": 7},
+        }
+    ]
+    m, _ = matrix.load(_write(tmp_path, cells=cells))
+    cell = {c.name: c for c in matrix.cells(m)}["fp8-seed"]
+    assert cell.recipe == "fp8" and cell.recipe_arg.endswith(".yaml") and cell.overrides_sha
+    assert "seed: 7" in open(cell.recipe_arg).read()
+    bad = [{"model": "tiny-llama", "recipe": "fp8", "recipe_overrides": {"nope.seed": 1}}]
+    m, _ = matrix.load(_write(tmp_path, cells=bad))
+    with pytest.raises(UserError, match="no mapping 'nope'"):
+        matrix.cells(m)

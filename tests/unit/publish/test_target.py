@@ -1,0 +1,53 @@
+"""Publish targets: hub repo ids and file:// folders, or one clear line."""
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.core.errors import UserError
+from pipeline.publish.target import parse
+from tests.conftest import cli
+
+
+def test_hub_targets():
+    for text in ("acme/tiny-llama-fp8", "hf://acme/tiny-llama-fp8"):
+        t = parse(text)
+        assert t.kind == "hf" and t.repo_id == "acme/tiny-llama-fp8"
+        assert t.display == "hf://acme/tiny-llama-fp8" and t.card_name == "acme/tiny-llama-fp8"
+
+
+def test_file_target_card_name_is_its_last_two_folders():
+    t = parse("file:///srv/hub/acme/m-fp8")
+    assert (
+        t.kind == "file" and t.path == Path("/srv/hub/acme/m-fp8") and t.card_name == "acme/m-fp8"
+    )
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (None, "needs a target"),
+        ("file://relative/x", "absolute path"),
+        ("file:///", "folder name"),
+        ("s3://bucket/x", "unknown target scheme"),
+        ("not a repo", "is not a hub repo id"),
+        ("acme/../x", "is not a hub repo id"),
+        ("acme/x.git", "is not a hub repo id"),
+    ],
+)
+def test_bad_targets(text, message):
+    with pytest.raises(UserError, match=message):
+        parse(text)
+
+
+def test_bad_targets_are_one_line_exit_2(tmp_path):
+    for target, message in (
+        ("", "publish needs a target"),
+        ("not a repo", "is not a hub repo id"),
+        ("s3://bucket/x", "unknown target scheme"),
+        ("file://relative/path", "absolute path"),
+    ):
+        result = cli("publish", "--recipe", "fp8", "--repo", target, runs=tmp_path / "runs")
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("error: ") and message in line, target

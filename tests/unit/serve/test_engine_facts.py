@@ -1,0 +1,106 @@
+"""Parsing what vLLM engines print, as CPU and GPU builds spell it (lines copied from real logs;
+the GPU ones from vLLM's source, since no GPU runs here)."""
+
+from pipeline.serve import compare as serve_compare
+from pipeline.serve import engine_facts
+from pipeline.serve.results import Measurement
+
+CPU_LOG = """\
+(Worker pid=21336) INFO 11-30 05:02:06 [weight_utils.py:1108] Filesystem type for checkpoints: \
+EXT4. Checkpoint size: 0.01 GiB. Available RAM: 20.66 GiB.
+(Worker pid=21336) INFO 11-30 05:02:06 [default_loader.py:501] Loading weights took 0.02 seconds
+(EngineCore pid=21287) INFO 11-30 05:02:54 [kv_cache_utils.py:2327] CPU KV cache size: 524,288 \
+tokens, Maximum concurrency for 1,024 tokens per request: 512.00x
+(EngineCore pid=21287) INFO 11-30 05:02:55 [core.py:402] init engine (profile, create kv cache, \
+warmup model) took 47.07 s
+"""
+
+GPU_LOG = """\
+INFO [gpu_model_runner.py:5150] Model loading took 15.0 GiB memory and 5.312 seconds
+INFO [gpu_worker.py:760] Available KV cache memory: 54.32 GiB
+INFO [kv_cache_utils.py:2327] GPU KV cache size: 444,976 tokens, Maximum concurrency for 8,192 \
+tokens per request: 54.32x
+INFO [core.py:402] init engine (profile, create kv cache, warmup model) took 61.5 s \
+(compilation: 30.1 s)
+"""
+
+
+def test_cpu_log():
+    facts = engine_facts.from_log(CPU_LOG)
+    assert facts == {
+        "checkpoint_gib": 0.01,
+        "weights_load_seconds": 0.02,
+        "kv_cache_tokens": 524_288,
+        "max_concurrency_context": 1024,
+        "max_concurrency": 512.0,
+        "engine_init_seconds": 47.07,
+    }
+
+
+def test_gpu_log():
+    facts = engine_facts.from_log(GPU_LOG)
+    assert facts["weights_gib"] == 15.0 and facts["available_kv_gib"] == 54.32
+    assert facts["kv_cache_tokens"] == 444_976 and facts["max_concurrency_context"] == 8192
+    assert facts["engine_init_seconds"] == 61.5
+
+
+def test_missing_lines_are_simply_absent():
+    assert engine_facts.from_log("nothing useful\n") == {}
+
+
+def test_metrics():
+    samples = {
+        'vllm:cache_config_info{block_size="128",cache_dtype="fp8",kv_cache_memory_bytes='
+        '"1073741824",kv_cache_size_tokens="1048576",kv_cache_max_concurrency="1024.0",'
+        'num_cpu_blocks="None"}': "1.0",
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"}': "0.25",
+        'vllm:num_preemptions_total{engine="0",model_name="m"}': "3.0",
+    }
+    info = engine_facts.from_metrics(samples)
+    assert info == {
+        "kv_cache_size_tokens": 1_048_576,
+        "kv_cache_memory_bytes": 2**30,
+        "kv_cache_max_concurrency": 1024.0,
+        "block_size": 128,
+        "cache_dtype": "fp8",
+    }
+    assert engine_facts.metric(samples, "vllm:kv_cache_usage_perc") == 0.25
+    assert engine_facts.metric(samples, "vllm:num_preemptions_total") == 3.0
+    assert engine_facts.metric(samples, "vllm:absent") is None
+
+
+def test_comparison_ratios():
+    def side(ckpt, kv, tok_s, ttft):
+        level = {"concurrency": 4, "output_tok_s": tok_s, "ttft_median_ms": ttft}
+        level |= {"ttft_p99_ms": ttft * 2, "itl_median_ms": 10.0, "itl_p99_ms": 20.0}
+        engine = {"kv_cache_size_tokens": kv, "kv_cache_max_concurrency": kv / 1024}
+        level |= {"num_prompts": 8, "completed": 8, "duration_s": 1.0}
+        level |= {"total_tok_s": tok_s, "requests_s": 1.0}
+        return Measurement(
+            model_dir="m", served_name="m", complete=True, max_model_len=512,
+            checkpoint_bytes=ckpt, engine=engine, levels=[level],
+        )  # fmt: skip
+
+    c = serve_compare.compare(side(100, 1000, 50.0, 20.0), side(50, 2000, 100.0, 10.0))
+    assert c.memory.checkpoint_bytes.ratio == 0.5
+    assert c.memory.kv_cache_tokens.ratio == 2.0
+    assert c.memory.weights_gib.ratio is None  # not reported (CPU build)
+    (row,) = c.levels
+    assert row.output_tok_s.ratio == 2.0 and row.ttft_median_ms.ratio == 0.5
+    assert row.tpot_median_ms.ratio is None  # a latency one side lacks has no ratio
+
+
+def test_a_level_the_original_lacks_is_left_out():
+    def side(levels):
+        rows = [
+            {"concurrency": c, "num_prompts": 8, "completed": 8, "duration_s": 1.0,
+             "output_tok_s": 10.0, "total_tok_s": 10.0, "requests_s": 1.0}
+            for c in levels
+        ]  # fmt: skip
+        return Measurement(
+            model_dir="m", served_name="m", complete=True, max_model_len=512,
+            checkpoint_bytes=1, levels=rows,
+        )  # fmt: skip
+
+    c = serve_compare.compare(side([1, 4]), side([1, 4, 16]))
+    assert [lv.concurrency for lv in c.levels] == [1, 4]

@@ -1,0 +1,68 @@
+"""The capacity planner's arithmetic, offline, from bundled configs; and against what was built."""
+
+import pytest
+
+from pipeline import capacity as planner
+from pipeline.config import recipe
+from pipeline.core.errors import UserError
+from pipeline.models import aliases as models
+from tests.conftest import cli
+
+GIB = 2**30
+
+
+def _config(alias: str) -> dict:
+    return models.load_config(models.resolve(alias))
+
+
+def test_llama3_70b_kv_for_100_users_at_4000_tokens():
+    config = _config("llama3-70b")  # 80 layers, 8 KV heads (GQA), head_dim 128
+    assert planner.kv_bytes_per_token(config, "auto") == 80 * 8 * 128 * 2 * 2 == 327_680
+    assert planner.kv_bytes_per_token(config, "fp8") == 163_840
+    rows = planner.plan(config, [], ["auto", "fp8"], 100, 4000, planner.gpu_bytes("H100-80GB"))
+    sixteen, fp8 = rows
+    assert sixteen.kv_bytes_needed == 327_680 * 4000 * 100  # 122.1 GiB
+    assert fp8.kv_bytes_needed * 2 == sixteen.kv_bytes_needed
+    assert sixteen.weights_bytes / GIB == pytest.approx(131.4, abs=0.1)
+    # 4 × (79.6 × 0.9 − 2) − 131.4 = 117.6 GiB... not enough at TP 2; TP 3 does not divide 64
+    assert sixteen.gpus == 4 and fp8.gpus == 4
+
+
+def test_quantized_weights_need_fewer_gpus_and_fit_more_users():
+    config = _config("llama3-70b")
+    gptq = recipe.load("gptq")
+    rows = planner.plan(config, [gptq], ["fp8"], 100, 4000, planner.gpu_bytes("H100-80GB"))
+    original, quantized = rows
+    assert quantized.gpus == 2 < original.gpus
+    room = quantized.kv_room_bytes
+    assert quantized.max_users == room // (quantized.kv_bytes_per_token * 4000) >= 100
+
+
+def test_tensor_parallel_size_divides_the_attention_heads():
+    config = {**_config("llama3-8b"), "num_attention_heads": 24, "num_key_value_heads": 8}
+    gpu = planner.gpu_bytes("L40S-48GB")
+    row = planner.plan(config, [], ["auto"], 130, 8000, gpu)[0]
+    # 130 × 8000 tokens × 170 KiB = 169 GiB: five L40S would hold it, but 5 does not divide 24
+    per_gpu = gpu * 0.9 - 2 * GIB
+    assert 5 * per_gpu - row.weights_bytes >= row.kv_bytes_needed > 4 * per_gpu - row.weights_bytes
+    assert row.gpus == 6
+
+
+def test_gpu_names_and_sizes():
+    assert planner.gpu_bytes("h200-141gb") == 143_771 * 2**20
+    assert planner.gpu_bytes("24GiB") == 24 * GIB
+    assert planner.gpu_bytes("48GB") == 48 * 10**9
+    with pytest.raises(UserError, match="unknown GPU 'B300'"):
+        planner.gpu_bytes("B300")
+    with pytest.raises(UserError, match="unknown KV-cache dtype 'int4'"):
+        planner.kv_bytes_per_token(_config("llama3-8b"), "int4")
+
+
+def test_plan_command_prints_the_table_offline(tmp_path):
+    result = cli(
+        "plan", "--model", "llama3-70b", "--users", "100", "--context", "4000", runs=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert "100 users × 4,000 tokens" in result.stdout
+    assert "122.1" in result.stdout and "61.0" in result.stdout  # KV GiB, 16-bit and FP8
+    assert not any(tmp_path.rglob("*"))
