@@ -15,7 +15,7 @@ import sys
 import traceback
 
 from pipeline.config.recipe import ServeSettings
-from pipeline.core.errors import PipelineError
+from pipeline.core.errors import PipelineError, UserError
 from pipeline.core.outcome import Outcome
 
 MIB = 2**20
@@ -229,16 +229,10 @@ def cmd_run(args) -> Outcome:
     stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
     unknown = [s for s in stages if s not in flow.STAGES]
     if unknown:
-        raise _user_error(f"--stages: unknown stage {unknown[0]!r} (valid: eval, serve)")
+        raise UserError(f"--stages: unknown stage {unknown[0]!r} (valid: eval, serve)")
     outcome = _flow(args, _quantize_stage(args), stages, backend=args.backend)
     _print_run_table(outcome)
     return outcome
-
-
-def _user_error(message: str):
-    from pipeline.core.errors import UserError
-
-    return UserError(message)
 
 
 def _flow(args, q, stages, backend=None, force=frozenset()) -> Outcome:
@@ -387,9 +381,7 @@ def cmd_clean_cache(args) -> Outcome:
     from pipeline.core.rundir import HISTORY_STAGES, RunDir
 
     if args.keep < 1:
-        raise _user_error(
-            f"--keep must be >= 1: the latest result is always kept (got {args.keep})"
-        )
+        raise UserError(f"--keep must be >= 1: the latest result is always kept (got {args.keep})")
     cap = int(args.max_mib * MIB) if args.max_mib is not None else None
     removed = []
     root = runs_root()

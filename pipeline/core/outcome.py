@@ -26,7 +26,7 @@ class StageOutcome(BaseModel):
 
 
 class Outcome(BaseModel):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(SCHEMA_VERSION, description="bumped when fields change meaning")
     command: str
     status: Status
     exit_code: int = Field(description="0 ok, 1 internal, 2 user error, 3 gate, 4 host cannot")

@@ -59,7 +59,7 @@ class RecipeHeader(BaseModel):
 
 
 class Manifest(BaseModel):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(SCHEMA_VERSION, description="2: results kept per fingerprint")
     model: ModelHeader | None = None
     recipe: RecipeHeader | None = None
     stages: dict[str, StageEntry] = Field(

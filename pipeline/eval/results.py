@@ -20,7 +20,7 @@ class SplitDrift(BaseModel):
     """One split: the original vs the quantized model on the same token windows."""
 
     model_config = ConfigDict(populate_by_name=True)
-    tokens: int
+    tokens: int = Field(description="scored tokens")
     ppl_original: float
     ppl_original_se: float
     ppl_quantized: float
@@ -42,7 +42,7 @@ class SplitDrift(BaseModel):
     context_length: int
     reference_bytes_per_token: float
     reference: ReferenceInfo
-    reference_cached: bool
+    reference_cached: bool = Field(description="the original's reference came from the cache")
 
 
 class TaskRow(BaseModel):
@@ -75,13 +75,13 @@ class GateReport(BaseModel):
 
 
 class EvalResults(BaseModel):
-    schema_version: int = SCHEMA_VERSION
-    model: str
+    schema_version: int = Field(SCHEMA_VERSION, description="bumped when fields change meaning")
+    model: str = Field(description="the model's run-dir name (alias, org--name or folder)")
     recipe: str
-    backend: str
-    dtype: str
-    kv_cache: str
-    reference_mass: float
+    backend: str = Field(description="hf (transformers) or vllm")
+    dtype: str = Field(description="what the quantized model ran in")
+    kv_cache: str = Field(description="16-bit, or how an FP8 KV cache was applied")
+    reference_mass: float = Field(description="probability mass of the original kept per token")
     splits: dict[str, SplitDrift] = Field(description="heldout and calibration")
     tasks: list[TaskRow] = Field(default_factory=list)
     gates: GateReport = Field(description="as checked when evaluated; readers re-check")

@@ -1,6 +1,9 @@
 """Tensor shapes of a decoder-only transformer, from its config.json alone (no weights, no torch).
 
-Covers the Llama family (Llama, Mistral, Qwen2): the architectures the aliases name.
+Covers the Llama family (Llama, Mistral, Qwen2, Qwen3 with its q/k norms) and mixture-of-experts
+feed-forwards: Mixtral (`num_local_experts`, `block_sparse_moe`) and Qwen MoE (`num_experts`,
+`moe_intermediate_size`, `decoder_sparse_step` / `mlp_only_layers`, Qwen2-MoE's shared expert).
+Every expert counts: all of them are stored and loaded, though only `num_experts_per_tok` run.
 """
 
 from dataclasses import dataclass
@@ -24,7 +27,6 @@ def head_dim(config: dict) -> int:
 
 def linears(config: dict) -> list[Linear]:
     hidden = config["hidden_size"]
-    inter = config["intermediate_size"]
     layers = config["num_hidden_layers"]
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads") or heads
@@ -34,10 +36,50 @@ def linears(config: dict) -> list[Linear]:
         Linear("self_attn.k_proj", hidden, kv_heads * hd, layers),
         Linear("self_attn.v_proj", hidden, kv_heads * hd, layers),
         Linear("self_attn.o_proj", heads * hd, hidden, layers),
-        Linear("mlp.gate_proj", hidden, inter, layers),
-        Linear("mlp.up_proj", hidden, inter, layers),
-        Linear("mlp.down_proj", inter, hidden, layers),
+        *feed_forward(config),
         Linear("lm_head", hidden, config["vocab_size"], 1),
+    ]
+
+
+def experts(config: dict) -> int:
+    """Routed experts per MoE layer (0: a dense model)."""
+    return int(config.get("num_local_experts") or config.get("num_experts") or 0)
+
+
+def moe_layers(config: dict) -> int:
+    """Decoder layers whose feed-forward is a mixture of experts."""
+    layers = config["num_hidden_layers"]
+    if not experts(config):
+        return 0
+    step = int(config.get("decoder_sparse_step") or 1)
+    dense = set(config.get("mlp_only_layers") or [])
+    return sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
+
+
+def feed_forward(config: dict) -> list[Linear]:
+    hidden, layers = config["hidden_size"], config["num_hidden_layers"]
+    sparse = moe_layers(config)
+    found = _mlp("mlp", hidden, config["intermediate_size"], layers - sparse)
+    if sparse:
+        n = experts(config)
+        prefix = "block_sparse_moe" if config.get("model_type") == "mixtral" else "mlp"
+        width = int(config.get("moe_intermediate_size") or config["intermediate_size"])
+        found += _mlp(f"{prefix}.experts", hidden, width, sparse * n)
+        found.append(Linear(f"{prefix}.gate", hidden, n, sparse))  # the router
+        shared = int(config.get("shared_expert_intermediate_size") or 0)
+        if shared:  # Qwen2-MoE: one always-on expert beside the routed ones, and its gate
+            found += _mlp("mlp.shared_expert", hidden, shared, sparse)
+            found.append(Linear("mlp.shared_expert_gate", hidden, 1, sparse))
+    return found
+
+
+def _mlp(prefix: str, hidden: int, width: int, count: int) -> list[Linear]:
+    if count == 0:
+        return []
+    return [
+        Linear(f"{prefix}.gate_proj", hidden, width, count),
+        Linear(f"{prefix}.up_proj", hidden, width, count),
+        Linear(f"{prefix}.down_proj", width, hidden, count),
     ]
 
 
@@ -47,8 +89,10 @@ def other_params(config: dict) -> int:
     layers = config["num_hidden_layers"]
     embed = config["vocab_size"] * hidden
     norms = (2 * layers + 1) * hidden
+    if config.get("model_type") in ("qwen3", "qwen3_moe"):
+        norms += 2 * head_dim(config) * layers  # q_norm and k_norm
     bias = 0
-    if config.get("model_type") == "qwen2" or config.get("attention_bias"):
+    if config.get("model_type") in ("qwen2", "qwen2_moe") or config.get("attention_bias"):
         q, k, v = linears(config)[:3]
         bias = (q.out_features + k.out_features + v.out_features) * layers
     return embed + norms + bias
@@ -60,9 +104,17 @@ def total_params(config: dict) -> int:
     return lin + other_params(config)
 
 
+def per_layer(lin: Linear, config: dict) -> int:
+    """How many of this Linear the largest decoder layer holds (a MoE layer: every expert)."""
+    if lin.name == "lm_head":
+        return 0
+    if ".experts." in lin.name:
+        return experts(config)
+    dense_mlp = lin.name in ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+    return 0 if dense_mlp and moe_layers(config) else 1  # a MoE layer outweighs a dense one
+
+
 def decoder_layer_params(config: dict) -> int:
-    return (
-        sum(lin.params for lin in linears(config) if lin.name != "lm_head")
-        // config["num_hidden_layers"]
-        + 2 * config["hidden_size"]
-    )
+    """Parameters of the largest decoder layer: what sequential onloading puts on the device."""
+    lin = sum(x.in_features * x.out_features * per_layer(x, config) for x in linears(config))
+    return lin + 2 * config["hidden_size"]

@@ -33,7 +33,7 @@ class UsedResult(BaseModel):
 
 
 class PublishRecord(BaseModel):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(SCHEMA_VERSION, description="bumped when fields change meaning")
     tool: str = "quant-pipeline"
     model: str
     base_model: str | None

@@ -38,6 +38,8 @@ ALIAS_LICENSES = {
     "llama3.1-8b": "llama3.1",
     "mistral-7b": "apache-2.0",
     "qwen2.5-7b": "apache-2.0",
+    "mixtral-8x7b": "apache-2.0",
+    "qwen3-30b-a3b": "apache-2.0",
 }
 PRIVATE_KEYS = {"hostname", "model_dir", "path"}  # local details that do not belong on a hub
 

@@ -4,8 +4,9 @@ Memory arithmetic (bytes):
   weights (bf16)        = params × 2
   artifact              = quantized Linear params × bits / 8 + scales (+ zero points)
                           + every other param × 2
-  GPU peak, sequential  = one decoder layer in bf16 + GPTQ Hessians of that layer
-                          (Σ in_features² × 4 over its Linears) + one sample's activations
+  GPU peak, sequential  = the largest decoder layer in bf16 (a MoE layer: all its experts) +
+                          GPTQ Hessians of that layer (Σ in_features² × 4 over its Linears,
+                          each expert's too) + one sample's activations
   CPU RAM               = weights (bf16) + cached layer inputs (samples × seq × hidden × 2)
 llm-compressor's sequential pipeline keeps the model in CPU RAM and onloads one decoder layer
 at a time to the GPU, which is how a 70B model is calibrated on one 80 GB GPU.
@@ -85,10 +86,14 @@ def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus
     params = architecture.total_params(config)
     hidden = config["hidden_size"]
     needs_data = needs_calibration(recipe)
-    layer_lin = [lin for lin in architecture.linears(config) if lin.name != "lm_head"]
     layer_bytes = architecture.decoder_layer_params(config) * 2
     uses_gptq = any(name == "GPTQModifier" for name, _ in recipe.modifiers())
-    hessians = sum(lin.in_features**2 * 4 for lin in layer_lin) if uses_gptq else 0
+    # GPTQ keeps a float32 Hessian (in × in) per Linear of the layer on the device: every expert
+    hessians = sum(
+        lin.in_features**2 * 4 * architecture.per_layer(lin, config)
+        for lin in architecture.linears(config)
+    )
+    hessians = hessians if uses_gptq else 0
     seq = calibration.get("max_seq_length", 0)
     samples = calibration.get("samples", 0)
     acts = seq * max(hidden, config["intermediate_size"]) * 2 * 4

@@ -32,12 +32,12 @@ class EngineFacts(BaseModel):
 class Level(BaseModel):
     """One `vllm bench serve` run at one max concurrency."""
 
-    concurrency: int
+    concurrency: int = Field(description="--max-concurrency of vllm bench serve")
     num_prompts: int
     completed: int
     failed: int = 0
     duration_s: float
-    output_tok_s: float
+    output_tok_s: float = Field(description="generated tokens per second, all requests")
     total_tok_s: float
     requests_s: float
     ttft_median_ms: float | None = None
@@ -55,11 +55,11 @@ class Level(BaseModel):
 class Measurement(BaseModel):
     """One model served: engine facts, the OpenAI smoke check, the benchmark levels."""
 
-    model_dir: str
+    model_dir: str = Field(description="local path (left out when published)")
     served_name: str
     complete: bool
-    max_model_len: int
-    checkpoint_bytes: int
+    max_model_len: int = Field(description="context the engine was started with")
+    checkpoint_bytes: int = Field(description="bytes of the safetensors tensors")
     engine: EngineFacts = EngineFacts()
     smoke: dict = Field(default_factory=dict)
     levels: list[Level] = Field(default_factory=list)
@@ -103,16 +103,16 @@ class Predicted(BaseModel):
 
 
 class ServeResults(BaseModel):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = Field(SCHEMA_VERSION, description="bumped when fields change meaning")
     model: str
     recipe: str
-    settings: ServeSettings
+    settings: ServeSettings = Field(description="the recipe's serve settings with overrides")
     quantized: Measurement
-    original: Measurement
-    original_cached: bool
-    comparison: Comparison
+    original: Measurement = Field(description="the original, served the same way (16-bit KV)")
+    original_cached: bool = Field(description="the original's measurement came from the cache")
+    comparison: Comparison = Field(description="quantized / original, memory and per level")
     predicted: dict[str, Predicted] = Field(description="original and quantized")
-    complete: bool
+    complete: bool = Field(description="false only in a failed run's <fingerprint>.incomplete/")
 
 
 def load(path: Path) -> ServeResults:

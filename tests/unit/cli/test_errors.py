@@ -38,7 +38,7 @@ def test_dry_run_for_llama3_70b_prints_a_plan_offline(tmp_path):
 @pytest.mark.parametrize("name", recipe.shipped())
 def test_dry_run_json_for_every_recipe_on_every_alias(tmp_path, monkeypatch, capsys, name):
     monkeypatch.setenv("RUNS_DIR", str(tmp_path))
-    for alias in ("llama3-8b", "mistral-7b", "qwen2.5-7b"):
+    for alias in ("llama3-8b", "mistral-7b", "qwen2.5-7b", "mixtral-8x7b", "qwen3-30b-a3b"):
         code = main(["quantize", "--model", alias, "--recipe", name, "--dry-run", "--json"])
         assert code == 0
         plan = json.loads(capsys.readouterr().out)

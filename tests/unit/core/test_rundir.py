@@ -79,3 +79,24 @@ def test_prune_by_size_never_removes_the_latest(tmp_path):
 
 def test_an_empty_run_dir_has_an_empty_manifest(tmp_path):
     assert RunDir("m", "r", root=tmp_path).manifest() == Manifest()
+
+
+def test_clean_cache_command_prunes_every_run_dir(tmp_path, monkeypatch, capsys):
+    from pipeline.cli.main import main
+
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    for recipe in ("fp8", "gptq"):
+        rundir = RunDir("m", recipe, root=tmp_path)
+        for i in (1, 2, 3):
+            e = _entry(str(i) * 64, "eval", f"2026-01-0{i}")
+            (rundir.path / e.outputs["results"]).parent.mkdir(parents=True)
+            (rundir.path / e.outputs["results"]).write_text("{}")
+            rundir.update({}, "eval", e)
+    assert main(["clean-cache", "--keep", "0"]) == 2
+    assert main(["clean-cache", "--keep", "2"]) == 0
+    assert "2 older results removed" in capsys.readouterr().out
+    for recipe in ("fp8", "gptq"):
+        assert set(RunDir("m", recipe, root=tmp_path).manifest().results["eval"]) == {
+            "3" * 64,
+            "2" * 64,
+        }

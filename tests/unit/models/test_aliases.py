@@ -16,6 +16,8 @@ KNOWN_PARAMS = {
     "llama3.1-8b": 8_030_261_248,
     "mistral-7b": 7_248_023_552,
     "qwen2.5-7b": 7_615_616_512,
+    "mixtral-8x7b": 46_702_792_704,  # model card: 46.7B
+    "qwen3-30b-a3b": 30_532_122_624,  # model card: 30.5B
 }
 VLLM_CPU_HEAD_SIZES = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256}
 
