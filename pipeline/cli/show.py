@@ -22,6 +22,9 @@ def quantize(stage, entry, cached: bool) -> None:
         f"  size      {m['tensor_bytes'] / MIB:.2f} MiB tensors, {m['ratio_to_bf16']:.3f}× bf16, "
         f"{m['ratio_to_theoretical']:.3f}× the scheme's ideal size"
     )
+    reload = m.get("reload") or {}
+    if reload.get("transformers") is False:
+        print(f"  note      {reload['reason']}: evaluate and serve it with vLLM")
     print(f"  manifest  {stage.rundir.manifest_path}")
 
 

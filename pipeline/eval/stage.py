@@ -18,7 +18,7 @@ import torch
 from pipeline import serving_env
 from pipeline.config.recipe import EvalSettings
 from pipeline.core import environment
-from pipeline.core.errors import UserError
+from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
@@ -115,7 +115,12 @@ class EvalStage(AfterQuantize):
         }
 
     def before_work(self) -> None:
-        pass
+        reload = self.quantize.entry().metrics.get("reload") or {}
+        if self.backend == "hf" and reload.get("transformers") is False:
+            raise NotOnThisHost(
+                f"eval backend hf: {reload['reason']}: evaluate with --backend vllm where vLLM "
+                "runs this scheme (a GPU does)"
+            )
 
     def outputs(self, folder: str) -> dict[str, str]:
         return {"results": f"{folder}/results.json", "tokens": f"{folder}/{TOKENS}"}

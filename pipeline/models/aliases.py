@@ -17,6 +17,7 @@ ALIASES = {
     "llama3.1-8b": "meta-llama/Llama-3.1-8B-Instruct",
     "mistral-7b": "mistralai/Mistral-7B-Instruct-v0.3",
     "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
+    "qwen3-8b": "Qwen/Qwen3-8B",
     "mixtral-8x7b": "mistralai/Mixtral-8x7B-Instruct-v0.1",
     "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
 }

@@ -73,6 +73,10 @@ def feed_forward(config: dict) -> list[Linear]:
     return found
 
 
+def is_router(lin: Linear) -> bool:
+    return lin.name.endswith((".gate", "shared_expert_gate"))
+
+
 def _mlp(prefix: str, hidden: int, width: int, count: int) -> list[Linear]:
     if count == 0:
         return []

@@ -38,6 +38,7 @@ ALIAS_LICENSES = {
     "llama3.1-8b": "llama3.1",
     "mistral-7b": "apache-2.0",
     "qwen2.5-7b": "apache-2.0",
+    "qwen3-8b": "apache-2.0",
     "mixtral-8x7b": "apache-2.0",
     "qwen3-30b-a3b": "apache-2.0",
 }

@@ -55,6 +55,16 @@ def quantized_modules(table: dict[str, TensorInfo]) -> set[str]:
     return {name.rsplit(".", 1)[0] for name in table if name.endswith(".weight_scale")}
 
 
+def module_params(table: dict[str, TensorInfo], module: str, bits: int) -> int:
+    """Weight parameters of one quantized module: its FP8/INT8 `weight`, or its `weight_packed`
+    (int32 words holding 32 / bits values each)."""
+    packed = table.get(f"{module}.weight_packed")
+    if packed is not None:
+        per_word = {"I32": 32, "I64": 64, "U8": 8, "I8": 8}[packed.dtype] // bits
+        return packed.numel * per_word
+    return table[f"{module}.weight"].numel
+
+
 def size_metrics(artifact: Path, original: Path, scheme: Scheme | None) -> dict:
     """Bytes of quantized vs unquantized tensors, and ratios to bf16 and to the scheme's ideal.
 
@@ -63,13 +73,15 @@ def size_metrics(artifact: Path, original: Path, scheme: Scheme | None) -> dict:
     """
     new, old = tensors(artifact), tensors(original)
     modules = quantized_modules(new)
+    bits = scheme.weight_bits if scheme else 16
     quant_bytes = sum(
         info.nbytes for name, info in new.items() if name.rsplit(".", 1)[0] in modules
     )
     tensor_bytes = sum(info.nbytes for info in new.values())
-    quantized_params = sum(old[f"{m}.weight"].numel for m in modules if f"{m}.weight" in old)
+    # counted from the artifact's own tensors: the original may store them under other names
+    # (transformers 5 fuses MoE experts, llm-compressor writes them one by one)
+    quantized_params = sum(module_params(new, m, bits) for m in modules)
     all_params = sum(info.numel for info in old.values())
-    bits = scheme.weight_bits if scheme else 16
     theoretical = quantized_params * bits / 8 + (all_params - quantized_params) * 2
     bf16 = all_params * 2
     return {

@@ -35,8 +35,14 @@ def needs_calibration(recipe: RecipeFile) -> bool:
 
 
 def targeted(recipe: RecipeFile, config: dict) -> list[architecture.Linear]:
+    """The Linears a recipe quantizes. MoE routers never are: llm-compressor leaves them (and
+    transformers 5 does not make them Linears), and vLLM runs them in 16 bits."""
     ignored = recipe.ignored()
-    return [lin for lin in architecture.linears(config) if not _ignored(lin.name, ignored)]
+    return [
+        lin
+        for lin in architecture.linears(config)
+        if not _ignored(lin.name, ignored) and not architecture.is_router(lin)
+    ]
 
 
 def _ignored(name: str, patterns: list[str]) -> bool:
@@ -116,6 +122,11 @@ def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus
             "attention_heads": config["num_attention_heads"],
             "kv_heads": config.get("num_key_value_heads"),
             "head_dim": architecture.head_dim(config),
+            "experts": architecture.experts(config),
+            "experts_per_token": config.get("num_experts_per_tok")
+            if architecture.experts(config)
+            else None,
+            "moe_layers": architecture.moe_layers(config),
         },
         "calibration": calibration if needs_data else {"samples": 0, "note": "data-free"},
         "pipeline": "sequential" if needs_data else "datafree",
@@ -145,6 +156,7 @@ def render(plan: dict) -> str:
         f"recipe       {plan['recipe']['name']}: {' + '.join(plan['recipe']['modifiers'])}, "
         f"scheme {plan['recipe']['scheme']}, ignore {plan['recipe']['ignore']}"
         + _kv_note(plan["recipe"].get("kv_cache_scheme")),
+        *_moe_lines(plan["architecture"], plan["pipeline"] == "sequential"),
         "calibration  "
         + (
             f"{cal['samples']} samples × {cal['max_seq_length']} tokens from {cal['dataset']}"
@@ -161,6 +173,19 @@ def render(plan: dict) -> str:
         f"(fits one 80 GB GPU: {'yes' if plan['fits_one_80gb_gpu'] else 'no'})",
     ]
     return "\n".join(lines)
+
+
+def _moe_lines(arch: dict, calibrated: bool) -> list[str]:
+    if not arch.get("experts"):
+        return []
+    line = (
+        f"experts      {arch['experts']} per MoE layer ({arch['experts_per_token']} active per "
+        f"token) in {arch['moe_layers']} of {arch['layers']} layers, all quantized; routers "
+        "kept in 16 bits"
+    )
+    if calibrated:
+        line += "; every expert sees every calibration token (moe_calibrate_all_experts)"
+    return [line]
 
 
 def _kv_note(kv: dict | None) -> str:

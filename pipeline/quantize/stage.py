@@ -14,7 +14,7 @@ from pipeline.core.errors import UserError
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, load_texts
 from pipeline.models import aliases
-from pipeline.quantize import plan
+from pipeline.quantize import plan, verify
 
 ARTIFACT = "artifact"
 LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "datasets")
@@ -159,6 +159,12 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
     _oneshot(job, out, steps)
     steps.set_postfix_str("measuring", refresh=False)
     metrics = size_metrics(out, job.model_path, job.recipe.scheme())
+    if metrics["ratio_to_theoretical"] < 1:  # smaller than its own ideal: the count is wrong
+        raise RuntimeError(
+            f"artifact check: {metrics['tensor_bytes']:,} bytes is below the scheme's ideal "
+            f"{metrics['theoretical_bytes']:,}: quantized parameters miscounted"
+        )
+    metrics["reload"] = verify.reload(out, metrics["total_params"])
     steps.update()
     steps.close()
     metrics["peak_rss_bytes"] = environment.peak_rss_bytes()

@@ -9,6 +9,7 @@ ServerError with the last lines of the server log.
 """
 
 import os
+import re
 import socket
 import time
 import urllib.error
@@ -132,8 +133,12 @@ class Server:
         )
 
     def log_tail(self, lines: int = 15) -> str:
+        """The log's first error line (the root cause; what follows is often its echo in the
+        engine's other processes), then its last lines."""
         tail = procs.tail(self.log_path, lines + 5).splitlines()
-        return "\n".join(line for line in tail if SHUTDOWN_NOISE not in line)[-4000:]
+        kept = "\n".join(line for line in tail if SHUTDOWN_NOISE not in line)[-4000:]
+        first = first_error(self.log_path)
+        return f"first error: {first}\n{kept}" if first else kept
 
     def metrics(self) -> dict[str, str]:
         """Prometheus /metrics as {sample name with labels: value}, vLLM's samples only."""
@@ -144,6 +149,19 @@ class Server:
                 key, value = line.rsplit(" ", 1)
                 out[key] = value
         return out
+
+
+ERROR_LINE = re.compile(r"\b\w*(Error|Exception)\b: ")
+
+
+def first_error(log_path: Path) -> str | None:
+    """The first `SomeError: …` line of a log, if any."""
+    if not Path(log_path).is_file():
+        return None
+    for line in Path(log_path).read_text(errors="replace").splitlines():
+        if ERROR_LINE.search(line):
+            return line.strip()[:500]
+    return None
 
 
 def get(url: str, timeout: float) -> str | None:

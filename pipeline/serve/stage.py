@@ -21,7 +21,7 @@ from pipeline import serving_env
 from pipeline.config.recipe import ServeSettings
 from pipeline.config.strict import validated
 from pipeline.core import environment
-from pipeline.core.errors import UserError
+from pipeline.core.errors import ServerError, UserError
 from pipeline.core.files import sha256_json, staging_dir, waiting_lock, write_json_atomic
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
@@ -178,11 +178,18 @@ def keep_incomplete(final: Path) -> Iterator[Path]:
         with staging_dir(final) as tmp:
             try:
                 yield tmp
+            except ServerError as e:  # its message names the log where it is now
+                _move_aside(tmp, incomplete)
+                raise ServerError(str(e).replace(str(tmp), str(incomplete))) from None
             except BaseException:
-                shutil.rmtree(incomplete, ignore_errors=True)
-                os.replace(tmp, incomplete)
-                tmp.mkdir()  # staging_dir removes it on the way out
+                _move_aside(tmp, incomplete)
                 raise
     finally:
         if final.exists() and incomplete.exists():
             shutil.rmtree(incomplete, ignore_errors=True)
+
+
+def _move_aside(tmp: Path, incomplete: Path) -> None:
+    shutil.rmtree(incomplete, ignore_errors=True)
+    os.replace(tmp, incomplete)
+    tmp.mkdir()  # staging_dir removes it on the way out

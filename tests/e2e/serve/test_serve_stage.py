@@ -2,11 +2,13 @@
 caching of the original's measurement, and process hygiene when things go wrong."""
 
 import json
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -210,6 +212,8 @@ def test_server_killed_mid_benchmark(served_fp8, quantized, tmp_path, session_ru
     folder = (run / entry["outputs"]["results"]).parent
     partial = json.loads((folder.parent / f"{folder.name}.incomplete" / "results.json").read_text())
     assert partial["complete"] is False and partial["engine"]["kv_cache_size_tokens"] > 0
+    named = re.search(r"last lines of (\S+):", err).group(1)  # where the log is now
+    assert named.endswith(".incomplete/server.log") and Path(named).is_file()
     assert sorted((session_runs / "tiny-llama" / "original" / "serve").iterdir()) == originals
     assert vllm_processes() == []
 

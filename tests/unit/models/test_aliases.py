@@ -16,6 +16,7 @@ KNOWN_PARAMS = {
     "llama3.1-8b": 8_030_261_248,
     "mistral-7b": 7_248_023_552,
     "qwen2.5-7b": 7_615_616_512,
+    "qwen3-8b": 8_190_735_360,  # model card: 8.2B
     "mixtral-8x7b": 46_702_792_704,  # model card: 46.7B
     "qwen3-30b-a3b": 30_532_122_624,  # model card: 30.5B
 }

@@ -21,3 +21,17 @@ def test_command_carries_every_setting():
 def test_cpu_settings_go_to_the_environment():
     env = server.environment(ServeSettings(cpu_kvcache_space_gib=2.5, cpu_omp_threads_bind="0-1"))
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "2.5" and env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+
+
+def test_first_error_line_is_the_root_cause(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(
+        "INFO starting\n(EngineCore pid=1) ValueError: Unsupported FP8 MoE backend: NONE\n"
+        "RuntimeError: Engine core initialization failed. See root cause above.\n"
+    )
+    assert server.first_error(log) == (
+        "(EngineCore pid=1) ValueError: Unsupported FP8 MoE backend: NONE"
+    )
+    assert server.first_error(tmp_path / "absent.log") is None
+    log.write_text("INFO all fine\n")
+    assert server.first_error(log) is None

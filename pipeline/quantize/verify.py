@@ -1,0 +1,44 @@
+"""Does the artifact load back? Checked before the quantize stage says "done".
+
+transformers reloads it (float32 on CPU) and must map every tensor: none unexpected, none of the
+model's parameters missing; a forward pass on a few tokens must give finite logits. Where this
+transformers cannot map a family's saved names (seen: Mixtral written by llm-compressor 0.14,
+experts saved one by one, which transformers 5.17 keeps fused), the artifact is still what vLLM
+loads: the stage is done and records why the hf backend cannot use it. Large models are not
+reloaded here (it would cost as much as quantizing): the first eval load is their check.
+"""
+
+from pathlib import Path
+
+RELOAD_LIMIT = 3_000_000_000  # parameters; above it the reload is skipped
+
+
+def reload(artifact: Path, params: int) -> dict:
+    """{"transformers": True | False | None, "reason": …}; raises on non-finite logits."""
+    if params > RELOAD_LIMIT:
+        return {"transformers": None, "reason": f"not reloaded here ({params / 1e9:.1f}B params)"}
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    model, info = AutoModelForCausalLM.from_pretrained(
+        artifact, dtype=torch.float32, output_loading_info=True
+    )
+    missing, unexpected = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
+    if missing or unexpected:
+        shown = ", ".join([*unexpected[:1], *missing[:1]])
+        return {
+            "transformers": False,
+            "reason": (
+                f"transformers {transformers.__version__} does not map this artifact back: "
+                f"{len(unexpected)} tensors unexpected, {len(missing)} parameters missing "
+                f"(e.g. {shown}); vLLM loads it"
+            ),
+        }
+    vocab = model.config.get_text_config().vocab_size
+    ids = torch.arange(1, 9).remainder(vocab)[None]
+    with torch.inference_mode():
+        logits = model(input_ids=ids).logits
+    if not torch.isfinite(logits).all():
+        raise RuntimeError("artifact check: the reloaded artifact gives non-finite logits")
+    return {"transformers": True, "reason": None}
