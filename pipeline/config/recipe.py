@@ -54,7 +54,7 @@ class TaskSpec(Strict):
 
 
 class EvalSettings(Strict):
-    """Quality drift vs the original model (see pipeline/stages/eval.py)."""
+    """Quality drift vs the original model (see pipeline/eval/stage.py)."""
 
     dataset: str = Field("python-docs", description="held-out text: python-docs, file or hub id")
     config_name: str | None = None
@@ -75,7 +75,7 @@ class EvalSettings(Strict):
 
 
 class ServeSettings(Strict):
-    """vLLM serving measurement (see pipeline/stages/serve.py); the CLI can override each."""
+    """vLLM serving measurement (see pipeline/serve/stage.py); the CLI can override each."""
 
     input_len: int = Field(128, gt=0, description="random prompt tokens per request")
     output_len: int = Field(64, gt=0, description="generated tokens per request (EOS ignored)")
