@@ -20,7 +20,7 @@ from pipeline.core.paths import RECIPES_DIR
 
 
 class Calibration(Strict):
-    """Where calibration text comes from and how much of it (see pipeline/data.py)."""
+    """Where calibration text comes from and how much of it (see pipeline/data/texts.py)."""
 
     dataset: str = Field("python-docs", description="python-docs, a hub data set id, or a file")
     config_name: str | None = Field(None, description="hub data set configuration (subset)")

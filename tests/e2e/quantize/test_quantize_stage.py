@@ -159,7 +159,7 @@ def vllm_caps() -> dict:
     return serving_env.capabilities()
 
 
-# fp8 is loaded and generates through `vllm serve` in tests/test_serve.py (served_fp8)
+# fp8 is loaded and generates through `vllm serve` in tests/e2e/serve (served_fp8)
 @pytest.mark.parametrize("name", ["int8", "gptq", "awq"])
 def test_artifact_loads_and_generates_in_vllm(quantized, vllm_caps, name):
     if recipe.load(name).scheme().weight_bits == 4 and not vllm_caps["w4a16"]:
