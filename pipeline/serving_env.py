@@ -61,6 +61,18 @@ def require_scheme(scheme, doing: str, hint: str = "") -> None:
         )
 
 
+def require_moe(scheme, config: dict, doing: str, hint: str = "") -> None:
+    """NotOnThisHost for an FP8 mixture-of-experts model where no FP8 MoE kernel exists."""
+    from pipeline.models.architecture import experts
+
+    fp8 = scheme and scheme.weight_type == "float" and scheme.weight_bits == 8
+    if fp8 and experts(config) and capabilities().get("fp8_moe") is False:
+        raise NotOnThisHost(
+            f"this host's vLLM cannot {doing} an FP8 mixture-of-experts model (no FP8 MoE "
+            f"kernel for this CPU: 'Unsupported FP8 MoE backend'; a GPU is fine){hint}"
+        )
+
+
 def require_kv_cache(kv_cache_dtype: str, doing: str, hint: str = "") -> None:
     """NotOnThisHost when this host's vLLM build cannot store the KV cache in that dtype."""
     if kv_cache_dtype.startswith("fp8") and not capabilities()["fp8_kv_cache"]:

@@ -27,6 +27,7 @@ from pipeline.eval import drift, reference, tasks
 from pipeline.eval import results as eval_results
 from pipeline.eval.gates import check_gates
 from pipeline.eval.results import EvalResults
+from pipeline.models.architecture import experts
 from pipeline.quantize.stage import QuantizeStage
 
 SPLITS = ("heldout", "calibration")
@@ -59,12 +60,15 @@ class EvalStage(AfterQuantize):
         scheme = q.recipe.scheme()
         if chosen == "auto":
             usable = serving_env.available() and serving_env.runs_scheme(scheme)
+            if usable and scheme and experts(q.config) and scheme.weight_type == "float":
+                usable = serving_env.capabilities().get("fp8_moe") is not False
             if usable and kv != "auto":
                 usable = serving_env.capabilities()["fp8_kv_cache"]
             chosen = "vllm" if usable else "hf"
         elif chosen == "vllm":
             serving_env.require("eval backend vllm")
             serving_env.require_scheme(scheme, "run", "; use --backend hf")
+            serving_env.require_moe(scheme, q.config, "run", "; use --backend hf")
             serving_env.require_kv_cache(
                 kv, "evaluate", "; --backend hf emulates a calibrated FP8 KV cache"
             )

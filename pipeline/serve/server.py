@@ -151,16 +151,22 @@ class Server:
         return out
 
 
-ERROR_LINE = re.compile(r"\b\w*(Error|Exception)\b: ")
+# An exception's own line, maybe behind vLLM's process and log-level prefixes:
+# "(Worker pid=7) ERROR 11-30 15:20:38 [multiproc_executor.py:953] ValueError: …"
+ERROR_LINE = re.compile(
+    r"^(?:\([^)]*\)\s+)?(?:(?:ERROR|CRITICAL)\s+\S+\s+\S+\s+\[[^\]]*\]\s+)?"
+    r"(?P<error>(?:\w+\.)*\w*(?:Error|Exception): .*)$"
+)
 
 
 def first_error(log_path: Path) -> str | None:
-    """The first `SomeError: …` line of a log, if any."""
+    """The first exception line of a log (its root cause, usually), without vLLM's prefixes."""
     if not Path(log_path).is_file():
         return None
     for line in Path(log_path).read_text(errors="replace").splitlines():
-        if ERROR_LINE.search(line):
-            return line.strip()[:500]
+        found = ERROR_LINE.match(line.strip())
+        if found:
+            return found["error"][:500]
     return None
 
 

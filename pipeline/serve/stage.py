@@ -56,6 +56,7 @@ class ServeStage(AfterQuantize):
         base = q.recipe.spec.serve.model_dump()
         settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
         serving_env.require_scheme(q.recipe.scheme(), "serve")
+        serving_env.require_moe(q.recipe.scheme(), q.config, "serve")
         serving_env.require_kv_cache(
             settings.kv_cache_dtype, "serve", "; --kv-cache-dtype auto measures the weights alone"
         )

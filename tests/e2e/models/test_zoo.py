@@ -92,6 +92,21 @@ def test_zoo_eval_on_the_hf_backend_or_a_one_line_refusal(zoo, zoo_runs, short_e
     assert 0 < heldout["ppl_ratio"] < 2  # random weights, but the same ones on both sides
 
 
+def test_fp8_moe_serve_is_refused_before_anything_where_the_probe_finds_no_kernel(zoo, zoo_runs):
+    """vLLM 0.32's CPU build has no FP8 MoE kernel without AMX ("Unsupported FP8 MoE backend:
+    NONE" after the original was served); the capability probe says so up front."""
+    from pipeline import serving_env
+
+    if not serving_env.available():
+        pytest.skip("serving env not built (make setup)")
+    if serving_env.capabilities()["fp8_moe"] is not False:
+        pytest.skip("this host's vLLM has an FP8 MoE kernel")
+    model = str(zoo["mixtral-8x7b"])
+    result = cli("serve", "--model", model, "--recipe", "fp8", "--json", runs=zoo_runs)
+    assert result.returncode == 4 and "FP8 mixture-of-experts" in result.stderr
+    assert not (zoo_runs / "mixtral-8x7b" / "original").exists()  # nothing was served
+
+
 def test_shrunk_configs_keep_what_the_family_does_differently():
     assert shrunk_config("mistral-7b")["sliding_window"] == 128
     assert shrunk_config("llama3.1-8b")["rope_scaling"]["rope_type"] == "llama3"

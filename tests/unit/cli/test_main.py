@@ -102,13 +102,16 @@ def test_host_refusal_is_exit_4(capsys, tmp_path, monkeypatch):
 
     monkeypatch.setenv("RUNS_DIR", str(tmp_path))
     monkeypatch.setattr(serving_env, "available", lambda: True)
-    monkeypatch.setattr(
-        serving_env, "capabilities", lambda: {"w4a16": False, "fp8_kv_cache": False}
-    )
+    caps = {"w4a16": False, "fp8_kv_cache": False, "fp8_moe": False}
+    monkeypatch.setattr(serving_env, "capabilities", lambda: caps)
     code, outcome = _json(capsys, ["serve", "--recipe", "gptq"])
     assert code == 4 and outcome.status == "unsupported" and "W4A16" in outcome.message
     code, outcome = _json(capsys, ["serve", "--recipe", "fp8-kv"])
     assert code == 4 and "kv_cache_dtype fp8" in outcome.message
+    code, outcome = _json(capsys, ["serve", "--model", "mixtral-8x7b", "--recipe", "fp8"])
+    assert code == 4 and "FP8 mixture-of-experts" in outcome.message
+    code, outcome = _json(capsys, ["eval", "--model", "mixtral-8x7b", "--backend", "vllm"])
+    assert code == 4 and "use --backend hf" in outcome.message
 
 
 def test_a_bug_is_exit_1_internal_error(capsys, tmp_path, monkeypatch):
