@@ -87,6 +87,7 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
         rundir.update(stage.header, stage.name, entry)
         t0 = time.monotonic()
         try:
+            # a stage may bring its own staging: serve keeps a failed attempt's files aside
             with getattr(stage, "staging", staging_dir)(rundir.path / folder) as out:
                 metrics = stage.work(out)
         except BaseException as e:

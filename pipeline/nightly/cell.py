@@ -1,6 +1,7 @@
-"""One nightly cell: its stages through the pipeline's own CLI (a crash stays in the cell), then
-its metrics read back from the run directory. A plain function of plain data, so a Ray worker
-can run it as well as the local loop; what it returns is all the store needs."""
+"""One nightly cell: one `python -m pipeline run --json` (a crash stays in the cell), its verdict
+from the outcome's status classes, its metrics from the results the outcome names. A plain
+function of plain data, so a Ray worker can run it as well as the local loop; what it returns is
+all the store needs."""
 
 import math
 import os
