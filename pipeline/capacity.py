@@ -4,24 +4,25 @@ Per recipe (and the unquantized original) × KV-cache dtype:
 
   weights          = the artifact's tensors (pipeline.quantize.plan.artifact_bytes: quantized
                      Linears at the scheme's bits + scales/zero points, everything else 16-bit)
-  KV bytes / token = layers × KV heads × head_dim × 2 (K and V) × bytes per element
-                     (2 for a 16-bit cache, 1 for FP8); GQA models store only their KV heads
-  KV for the load  = KV bytes / token × context × users
+  KV bytes / token = per layer kind (pipeline.models.kv_layout): full attention stores K and V
+                     for its KV heads (GQA stores only those), MLA one compressed latent;
+                     × bytes per element (2 for a 16-bit cache, 1 for FP8)
+  KV / sequence    = KV bytes / token × the tokens vLLM keeps of a `context`-long sequence, in
+                     blocks of 16: all of them, or for sliding-window layers at most
+                     window − 1 + max_num_batched_tokens
   per GPU, usable  = GPU memory × gpu_memory_utilization (vLLM's default 0.9)
                      − weights / TP − overhead (activations, CUDA graphs, NCCL buffers;
                      default OVERHEAD_GIB per GPU, `--overhead-gib`)
   GPUs             = the smallest tensor-parallel size that divides the attention heads and
-                     leaves room for the KV of `users` × `context` across its GPUs
-  max users        = ⌊ KV room on that many GPUs / (KV bytes / token × context) ⌋
-
-vLLM allocates KV in blocks (16 tokens on GPU): the planner's token counts are an upper bound
-within one block per sequence.
+                     holds `users` sequences' KV on each GPU (KV heads split across ranks,
+                     replicated beyond their number; MLA's latent replicated on every rank)
+  max users        = ⌊ usable KV room per GPU / KV per sequence per GPU ⌋
 """
 
 from dataclasses import asdict, dataclass
 
 from pipeline.core.errors import UserError
-from pipeline.models import architecture
+from pipeline.models import architecture, kv_layout
 from pipeline.quantize.plan import artifact_bytes
 
 GIB = 2**30
@@ -56,17 +57,39 @@ def gpu_bytes(name: str) -> int:
     raise UserError(f"unknown GPU '{name}'; known: {', '.join(GPUS)}, or a size like 24GiB")
 
 
-def kv_bytes_per_token(config: dict, kv_dtype: str) -> int:
+def scheduled_tokens(gpu_name: str, gpu: int) -> int:
+    """vLLM 0.32's default max_num_batched_tokens for `vllm serve` on this GPU (what a sliding
+    window keeps beyond its window): 16,384 from 160 GiB, 8,192 on H100/H200-class, else 2,048."""
+    if gpu >= 160 * GIB:
+        return 16_384
+    if gpu >= 70 * GIB and "a100" not in gpu_name.lower():
+        return 8_192
+    return 2_048
+
+
+def element_bytes(kv_dtype: str) -> int:
     if kv_dtype not in KV_BYTES:
         raise UserError(f"unknown KV-cache dtype '{kv_dtype}'; valid: {', '.join(KV_BYTES)}")
-    kv_heads = config.get("num_key_value_heads") or config["num_attention_heads"]
-    per_element = KV_BYTES[kv_dtype]
-    return config["num_hidden_layers"] * kv_heads * architecture.head_dim(config) * 2 * per_element
+    return KV_BYTES[kv_dtype]
 
 
-def kv_tokens(pool_bytes: int, config: dict, kv_dtype: str) -> int:
-    """Tokens a KV pool of pool_bytes holds: what vLLM reports as its KV cache size."""
-    return pool_bytes // kv_bytes_per_token(config, kv_dtype)
+def kv_bytes_per_token(config: dict, kv_dtype: str) -> int:
+    return kv_layout.bytes_per_token(config, element_bytes(kv_dtype))
+
+
+def kv_tokens(
+    pool_bytes: int, config: dict, kv_dtype: str, max_model_len: int, block: int, scheduled: int
+) -> int:
+    """What vLLM 0.32 logs as its "KV cache size: N tokens": how many max_model_len requests
+    the pool admits (its blocks over the blocks one request may hold), × max_model_len. The
+    pool's tokens for full attention; more where a sliding window caps what a request holds."""
+    per_block = kv_bytes_per_token(config, kv_dtype) * block
+    size = element_bytes(kv_dtype)
+    blocks_per_request = (
+        kv_layout.bytes_per_sequence(config, size, max_model_len, scheduled, block=block)
+        / per_block
+    )
+    return int(pool_bytes // per_block / blocks_per_request * max_model_len)
 
 
 @dataclass
@@ -91,25 +114,22 @@ def plan_row(
     gpu: int,
     utilization: float,
     overhead: int,
+    scheduled: int,
 ) -> Row:
     per_token = kv_bytes_per_token(config, kv_dtype)
-    needed = per_token * context * users
+    size = element_bytes(kv_dtype)
+    needed = users * kv_layout.bytes_per_sequence(config, size, context, scheduled)
     heads = config["num_attention_heads"]
     for tp in range(1, MAX_TP + 1):
         if heads % tp:
             continue
-        room = tp * (gpu * utilization - overhead) - weights
-        if room >= needed:
+        room = gpu * utilization - overhead - weights / tp  # per GPU
+        sequence = kv_layout.bytes_per_sequence(config, size, context, scheduled, tp)
+        if room >= users * sequence:
             return Row(
-                recipe_name,
-                kv_dtype,
-                weights,
-                per_token,
-                needed,
-                tp,
-                int(room // (per_token * context)),
-                int(room),
-            )
+                recipe_name, kv_dtype, weights, per_token, needed, tp,
+                int(room // sequence), int(room * tp),
+            )  # fmt: skip
     return Row(recipe_name, kv_dtype, weights, per_token, needed, None, None, None)
 
 
@@ -122,26 +142,33 @@ def plan(
     gpu: int,
     utilization: float = 0.9,
     overhead_gib: float = OVERHEAD_GIB,
+    scheduled: int = 8_192,
 ) -> list[Row]:
     """Rows for the original (16-bit weights) and each recipe, × each KV dtype."""
-    if users < 1 or context < 1:
-        raise UserError(f"users and context must be ≥ 1 (got {users}, {context})")
+    if min(users, context, scheduled) < 1:
+        raise UserError(
+            f"users, context and max-num-batched-tokens must be ≥ 1 "
+            f"(got {users}, {context}, {scheduled})"
+        )
     weights = [("original", architecture.total_params(config) * 2)]
     weights += [(r.name, artifact_bytes(r, config)) for r in recipes]
     overhead = int(overhead_gib * GIB)
     return [
-        plan_row(config, name, w, kv, users, context, gpu, utilization, overhead)
+        plan_row(config, name, w, kv, users, context, gpu, utilization, overhead, scheduled)
         for name, w in weights
         for kv in kv_dtypes
     ]
 
 
-def describe(name: str, config: dict, utilization: float, overhead_gib: float) -> str:
-    kv_heads = config.get("num_key_value_heads")
+def describe(
+    name: str, config: dict, utilization: float, overhead_gib: float, scheduled: int
+) -> str:
+    sliding = any(g.kind == "sliding" for g in kv_layout.groups(config))
     return (
-        f"model {name}: {config['num_hidden_layers']} layers, {kv_heads} KV heads × head dim "
-        f"{architecture.head_dim(config)}; {utilization:g} of each GPU usable, "
-        f"{overhead_gib:g} GiB per GPU kept for activations/engine"
+        f"model {name}: {config['num_hidden_layers']} layers; {kv_layout.describe(config)}\n"
+        f"{utilization:g} of each GPU usable, {overhead_gib:g} GiB per GPU kept for "
+        "activations/engine"
+        + (f"; a sliding window keeps window − 1 + {scheduled:,} tokens" if sliding else "")
     )
 
 

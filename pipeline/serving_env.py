@@ -61,15 +61,30 @@ def require_scheme(scheme, doing: str, hint: str = "") -> None:
         )
 
 
+def moe_kernel(scheme) -> str | None:
+    """The capability a quantized MoE model of this scheme needs (None: 16-bit, no kernel)."""
+    if not scheme:
+        return None
+    if scheme.weight_type == "float" and scheme.weight_bits == 8:
+        return "fp8_moe"
+    if scheme.weight_type == "int" and scheme.weight_bits == 4 and not scheme.activation_bits:
+        return "w4a16_moe"
+    if scheme.weight_type == "int" and scheme.weight_bits == 8 and scheme.activation_bits == 8:
+        return "int8_moe"
+    return None
+
+
 def require_moe(scheme, config: dict, doing: str, hint: str = "") -> None:
-    """NotOnThisHost for an FP8 mixture-of-experts model where no FP8 MoE kernel exists."""
+    """NotOnThisHost for a quantized mixture-of-experts model whose scheme has no MoE kernel on
+    this host (vLLM 0.32's CPU MoE kernels for FP8, INT4 and INT8 all need AMX on x86)."""
     from pipeline.models.architecture import experts
 
-    fp8 = scheme and scheme.weight_type == "float" and scheme.weight_bits == 8
-    if fp8 and experts(config) and capabilities().get("fp8_moe") is False:
+    needed = moe_kernel(scheme)
+    if needed and experts(config) and capabilities().get(needed) is False:
         raise NotOnThisHost(
-            f"this host's vLLM cannot {doing} an FP8 mixture-of-experts model (no FP8 MoE "
-            f"kernel for this CPU: 'Unsupported FP8 MoE backend'; a GPU is fine){hint}"
+            f"this host's vLLM cannot {doing} this {scheme.label} mixture-of-experts model (no "
+            f"{scheme.label} MoE kernel for this CPU: its CPU MoE kernels need AMX; a GPU is "
+            f"fine){hint}"
         )
 
 

@@ -152,6 +152,11 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument(
         "--overhead-gib", type=float, default=2.0, help="per GPU: activations, graphs, NCCL"
     )
+    pl.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        help="as given to vllm serve (default: vLLM's for the GPU); what a sliding window keeps",
+    )
     pl.add_argument("--json", action="store_true")
 
     sc = command("schema", cmd_schema, "JSON Schema of a results file")
@@ -290,6 +295,9 @@ def cmd_publish(args) -> Outcome:
     entry, _ = execute(stage, force=True)  # an action, not a cached computation
     m = entry.metrics
     print(f"{label}: done, {m['files']} files, {m['bytes'] / MIB:.1f} MiB")
+    if m.get("unchanged"):
+        nothing = "no pull request opened" if args.create_pr else "no new commit"
+        print(f"  unchanged {m['revision']} already holds these files: {nothing}")
     for key in ("commit_url", "pr_url", "path"):
         if m.get(key):
             print(f"  {key.replace('_', ' '):<9} {m[key]}")
@@ -329,12 +337,13 @@ def cmd_report(args) -> Outcome:
 def cmd_plan(args) -> Outcome:
     from pipeline import capacity
     from pipeline.config import recipe
-    from pipeline.models import aliases
+    from pipeline.models import aliases, kv_layout
 
     ref = aliases.resolve(args.model)
     config = aliases.load_config(ref)
     recipes = [recipe.load(name) for name in (args.recipe or recipe.shipped())]
     gpu = capacity.gpu_bytes(args.gpu)
+    scheduled = args.max_num_batched_tokens or capacity.scheduled_tokens(args.gpu, gpu)
     rows = capacity.plan(
         config,
         recipes,
@@ -344,12 +353,18 @@ def cmd_plan(args) -> Outcome:
         gpu,
         args.gpu_memory_utilization,
         args.overhead_gib,
+        scheduled,
     )
     if args.json:
         table = {"model": ref.name, "gpu": args.gpu, "gpu_bytes": gpu}
+        table["kv_layout"] = kv_layout.describe(config)
         print(json.dumps({**table, "rows": capacity.as_json(rows)}, indent=2))
     else:
-        print(capacity.describe(ref.name, config, args.gpu_memory_utilization, args.overhead_gib))
+        print(
+            capacity.describe(
+                ref.name, config, args.gpu_memory_utilization, args.overhead_gib, scheduled
+            )
+        )
         print(capacity.render(rows, args.users, args.context, args.gpu))
     return _ok("plan", model=ref.name)
 

@@ -2,6 +2,7 @@
 
 from pipeline.cli.tables import eval_table, run_table, serve_table
 from pipeline.core.outcome import Outcome
+from pipeline.quantize import routing
 
 MIB = 2**20
 
@@ -22,6 +23,8 @@ def quantize(stage, entry, cached: bool) -> None:
         f"  size      {m['tensor_bytes'] / MIB:.2f} MiB tensors, {m['ratio_to_bf16']:.3f}× bf16, "
         f"{m['ratio_to_theoretical']:.3f}× the scheme's ideal size"
     )
+    if line := routing.describe(m.get("routing")):
+        print(f"  routing   {line}")
     reload = m.get("reload") or {}
     if reload.get("transformers") is False:
         print(f"  note      {reload['reason']}: evaluate and serve it with vLLM")

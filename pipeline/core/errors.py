@@ -37,6 +37,12 @@ class ServerError(PipelineError):
     reason = "server_error"
 
 
+class ArtifactCheckError(PipelineError):
+    """A written artifact that does not load back or run: never marked done."""
+
+    reason = "artifact_check"
+
+
 class HubError(PipelineError):
     """An upload that failed on the way (network, server); safe to re-run."""
 
@@ -44,6 +50,7 @@ class HubError(PipelineError):
 
 
 EXIT_CODES = {"ok": 0, "internal_error": 1, "server_error": 1, "hub_error": 1}
+EXIT_CODES |= {"artifact_check": 1}
 EXIT_CODES |= {"user_error": 2, "gate_failed": 3, "unsupported": 4, "interrupted": 130}
 
 

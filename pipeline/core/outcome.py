@@ -10,7 +10,7 @@ from pipeline.core.errors import EXIT_CODES
 
 SCHEMA_VERSION = 1
 Status = Literal[
-    "ok", "user_error", "gate_failed", "unsupported", "server_error", "hub_error",
+    "ok", "user_error", "gate_failed", "unsupported", "server_error", "hub_error", "artifact_check",
     "internal_error", "interrupted",
 ]  # fmt: skip
 

@@ -60,8 +60,9 @@ class EvalStage(AfterQuantize):
         scheme = q.recipe.scheme()
         if chosen == "auto":
             usable = serving_env.available() and serving_env.runs_scheme(scheme)
-            if usable and scheme and experts(q.config) and scheme.weight_type == "float":
-                usable = serving_env.capabilities().get("fp8_moe") is not False
+            needed = serving_env.moe_kernel(scheme)
+            if usable and needed and experts(q.config):
+                usable = serving_env.capabilities().get(needed) is not False
             if usable and kv != "auto":
                 usable = serving_env.capabilities()["fp8_kv_cache"]
             chosen = "vllm" if usable else "hf"

@@ -20,6 +20,8 @@ ALIASES = {
     "qwen3-8b": "Qwen/Qwen3-8B",
     "mixtral-8x7b": "mistralai/Mixtral-8x7B-Instruct-v0.1",
     "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+    "qwen1.5-moe-a2.7b": "Qwen/Qwen1.5-MoE-A2.7B-Chat",
+    "deepseek-v2-lite": "deepseek-ai/DeepSeek-V2-Lite-Chat",
 }
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 

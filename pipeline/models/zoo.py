@@ -27,11 +27,23 @@ SHRINK = {
     "eos_token_id": 2,
     "pad_token_id": 0,
 }
-EXPERTS = {"num_local_experts": 8, "num_experts": 8, "moe_intermediate_size": 256}
+# Only where the family has the key. MLA keeps its widths: vLLM's MLA kernels take only the
+# real latent + rope size (512 + 64; "Head dimension 160 is not supported by MLA").
+EXPERTS = {"num_local_experts": 8, "num_experts": 8, "n_routed_experts": 8}
+EXPERTS |= {"moe_intermediate_size": 256, "shared_expert_intermediate_size": 512}
 # What other members of a family do: Qwen2.5 up to 3B ties its embeddings; Mistral 7B v0.1
 # attends through a sliding window (4,096 of its 32k; here 128 of 1,024).
 TWEAKS = {"qwen2.5-7b": {"tie_word_embeddings": True}, "mistral-7b": {"sliding_window": 128}}
-FAMILIES = ("llama3.1-8b", "mistral-7b", "qwen2.5-7b", "qwen3-8b", "mixtral-8x7b", "qwen3-30b-a3b")
+FAMILIES = (
+    "llama3.1-8b",
+    "mistral-7b",
+    "qwen2.5-7b",
+    "qwen3-8b",
+    "mixtral-8x7b",
+    "qwen3-30b-a3b",
+    "qwen1.5-moe-a2.7b",
+    "deepseek-v2-lite",
+)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
@@ -42,6 +54,8 @@ def shrunk_config(alias: str) -> dict:
             config[key] = value
     if "num_experts_per_tok" in config:
         config["num_experts_per_tok"] = min(config["num_experts_per_tok"], 2)
+    if "kv_lora_rank" in config:  # MLA expands its latent to every head: no grouped KV
+        config["num_key_value_heads"] = config["num_attention_heads"]
     config |= TWEAKS.get(alias, {})
     for key in ("max_window_layers", "mlp_only_layers"):
         config.pop(key, None)

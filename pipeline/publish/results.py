@@ -6,7 +6,8 @@ from pydantic import BaseModel, Field
 
 from pipeline.core.rundir import StageEntry
 
-SCHEMA_VERSION = 1
+# 2: no `published` time, so re-publishing unchanged results sends identical files
+SCHEMA_VERSION = 2
 
 
 class UsedResult(BaseModel):
@@ -42,4 +43,3 @@ class PublishRecord(BaseModel):
     used: UsedResult
     pipeline: dict = Field(description="{commit, dirty} of the pipeline checkout")
     forced: list[str] = Field(description="why it would have been refused (--ignore-gates)")
-    published: str = Field(description="ISO-8601 UTC")

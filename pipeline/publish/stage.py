@@ -23,7 +23,7 @@ from pathlib import Path
 from pipeline.core import environment
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir, write_json_atomic
-from pipeline.core.rundir import StageEntry, now
+from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.eval import results as eval_results
 from pipeline.publish import card, target, upload
@@ -41,6 +41,8 @@ ALIAS_LICENSES = {
     "qwen3-8b": "apache-2.0",
     "mixtral-8x7b": "apache-2.0",
     "qwen3-30b-a3b": "apache-2.0",
+    "qwen1.5-moe-a2.7b": "other",  # tongyi-qianwen
+    "deepseek-v2-lite": "other",  # deepseek
 }
 PRIVATE_KEYS = {"hostname", "model_dir", "path"}  # local details that do not belong on a hub
 
@@ -123,7 +125,6 @@ class PublishStage(AfterQuantize):
             used=UsedResult.of(stages),
             pipeline=environment.git_commit(),
             forced=list(self.problems),
-            published=now(),
         )
 
 

@@ -62,6 +62,7 @@ def to_hub(
             )
         if branch and branch != "main":
             api.create_branch(repo, branch=branch, exist_ok=True)
+        head = api.repo_info(repo, revision=branch).sha
         info = api.upload_folder(
             repo_id=repo,
             folder_path=folder,
@@ -71,6 +72,8 @@ def to_hub(
             # a re-publish replaces the pipeline's own files; never someone else's
             delete_patterns=["*"] if ours else None,
         )
+    # huggingface_hub makes no commit (and opens no PR) when every file is already there
+    unchanged = info.pr_url is None if create_pr else info.oid == head
     return {
         "endpoint": constants.ENDPOINT,
         "repo_id": repo,
@@ -80,6 +83,7 @@ def to_hub(
         "commit_url": info.commit_url,
         "pr_url": info.pr_url,
         "private": private,
+        "unchanged": unchanged,
     }
 
 

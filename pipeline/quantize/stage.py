@@ -14,7 +14,7 @@ from pipeline.core.errors import UserError
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, load_texts
 from pipeline.models import aliases
-from pipeline.quantize import plan, verify
+from pipeline.quantize import plan, routing, verify
 
 ARTIFACT = "artifact"
 LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "datasets")
@@ -156,7 +156,7 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
     from pipeline.quantize.artifact import size_metrics
 
     steps = progress.bar(total=3, desc=f"quantize {job.ref.name} × {job.recipe.name}", unit="step")
-    _oneshot(job, out, steps)
+    routed = _oneshot(job, out, steps)
     steps.set_postfix_str("measuring", refresh=False)
     metrics = size_metrics(out, job.model_path, job.recipe.scheme())
     if metrics["ratio_to_theoretical"] < 1:  # smaller than its own ideal: the count is wrong
@@ -169,10 +169,12 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
     steps.close()
     metrics["peak_rss_bytes"] = environment.peak_rss_bytes()
     metrics["calibration_samples"] = len(job.texts.texts) if job.texts else 0
+    metrics["routing"] = routed
     return metrics
 
 
-def _oneshot(job: QuantizeStage, out: Path, steps) -> None:
+def _oneshot(job: QuantizeStage, out: Path, steps) -> dict | None:
+    """Quantize into `out`; for a calibrated MoE, which experts the calibration tokens reached."""
     import torch
     from llmcompressor import oneshot
     from llmcompressor.logger import LoggerConfig, configure_logger
@@ -195,8 +197,9 @@ def _oneshot(job: QuantizeStage, out: Path, steps) -> None:
     saved_dtype = _checkpoint_dtype(job.config)
     tokenizer = AutoTokenizer.from_pretrained(job.model_path)
     steps.update()
-    kwargs = {}
+    kwargs, routed = {}, None
     if job.texts:
+        routed = routing.track(model)
         kwargs = {
             "dataset": _tokenized(job, tokenizer),
             "num_calibration_samples": len(job.texts.texts),
@@ -206,6 +209,8 @@ def _oneshot(job: QuantizeStage, out: Path, steps) -> None:
     steps.set_postfix_str("calibrating + quantizing", refresh=False)
     torch.manual_seed(job.calibration.seed)
     oneshot(model=model, recipe=job.recipe.quantization_yaml(), **kwargs)
+    if routed:
+        routed.remove()
     steps.update()
     steps.set_postfix_str("saving", refresh=False)
     if on_cpu and saved_dtype != torch.float32:
@@ -213,6 +218,7 @@ def _oneshot(job: QuantizeStage, out: Path, steps) -> None:
         model.config.dtype = saved_dtype
     model.save_pretrained(out, save_compressed=True)
     tokenizer.save_pretrained(out)
+    return routed.summary() if routed else None
 
 
 def _checkpoint_dtype(config: dict):

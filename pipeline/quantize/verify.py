@@ -10,6 +10,8 @@ reloaded here (it would cost as much as quantizing): the first eval load is thei
 
 from pathlib import Path
 
+from pipeline.core.errors import ArtifactCheckError, first_line
+
 RELOAD_LIMIT = 3_000_000_000  # parameters; above it the reload is skipped
 
 
@@ -37,8 +39,15 @@ def reload(artifact: Path, params: int) -> dict:
         }
     vocab = model.config.get_text_config().vocab_size
     ids = torch.arange(1, 9).remainder(vocab)[None]
-    with torch.inference_mode():
-        logits = model(input_ids=ids).logits
+    try:
+        with torch.inference_mode():
+            logits = model(input_ids=ids).logits
+    except Exception as e:  # e.g. a config whose shapes the modeling code cannot run
+        raise ArtifactCheckError(
+            f"artifact check: transformers {transformers.__version__} reloads the artifact but "
+            f"its forward pass fails ({type(e).__name__}: {first_line(e)}); check the model's "
+            "config.json against its family (the original would fail the same way)"
+        ) from None
     if not torch.isfinite(logits).all():
-        raise RuntimeError("artifact check: the reloaded artifact gives non-finite logits")
+        raise ArtifactCheckError("artifact check: the reloaded artifact gives non-finite logits")
     return {"transformers": True, "reason": None}

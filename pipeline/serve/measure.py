@@ -16,7 +16,7 @@ from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import VLLM_SCRIPTS
 from pipeline.quantize import artifact
 from pipeline.serve import engine_facts
-from pipeline.serve.server import Server
+from pipeline.serve.server import Server, first_error
 from pipeline.serving_env import SERVE_PYTHON
 
 MAX_MODEL_LEN = 4096  # default context when the recipe sets none: KV pools stay modest on CPU
@@ -61,7 +61,12 @@ def smoke(server: Server, out: Path) -> dict:
     code = procs.run(cmd, log)
     lines = [x for x in log.read_text(errors="replace").splitlines() if x.startswith("{")]
     if code != 0 or not lines:
-        raise ServerError(f"OpenAI client smoke check failed (exit {code}):\n{procs.tail(log)}")
+        first = first_error(server.log_path)  # the engine's root cause, if it crashed
+        cause = f"; the server's first error: {first}" if first else ""
+        raise ServerError(
+            f"OpenAI client smoke check failed (exit {code}){cause}; server log "
+            f"{server.log_path}:\n{procs.tail(log)}"
+        )
     result = json.loads(lines[-1])
     empty = [kind for kind, r in result.items() if not r["text"].strip()]
     if empty:

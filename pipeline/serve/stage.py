@@ -145,13 +145,21 @@ class ServeStage(AfterQuantize):
                 self.settings.kv_cache_dtype,
             ),
         )
+        # vLLM's default max_num_batched_tokens for `vllm serve` (what a sliding window adds)
+        scheduled = 2048 if serving_env.capabilities()["device"] == "cpu" else 8192
         out = {}
         for side, measured, weights, kv in sides:
-            pool = measured.engine.kv_cache_memory_bytes
+            engine = measured.engine
+            pool, block = engine.kv_cache_memory_bytes, engine.block_size
+            tokens = None
+            if pool and block:
+                tokens = capacity.kv_tokens(
+                    pool, config, kv, measured.max_model_len, block, scheduled
+                )
             out[side] = Predicted(
                 weights_bytes=weights,
                 weights_measured=measured.checkpoint_bytes,
-                kv_cache_tokens=capacity.kv_tokens(pool, config, kv) if pool else None,
+                kv_cache_tokens=tokens,
                 kv_cache_tokens_measured=measured.engine.kv_cache_size_tokens,
             )
         return out

@@ -4,10 +4,13 @@ vLLM's x86 CPU wheel ships three kernel libraries and loads one by CPU features:
 has no W4A16 GEMM (`cpu_gemm_wna16`), so GPTQ/AWQ artifacts serve only on AVX-512 CPUs (or GPUs).
 Its CPU attention stores an FP8 KV cache only with AVX-512 or AMX (vllm/v1/attention/backends/
 cpu_attn.py raises "FP8 KV cache on CPU requires x86 with AVX-512 or AMX" otherwise).
-FP8 mixture-of-experts layers need an FP8 MoE kernel for the host: on CPU, vLLM 0.32 has two
-(CPUExpertsFp8W8A8, CPUExpertsFp8), each saying whether it supports this device and the
-scheme; where neither does, the engine fails with "Unsupported FP8 MoE backend: NONE" (seen on
-AVX2 and AVX-512 hosts without AMX). `fp8_moe` is None when the probe itself fails.
+Quantized mixture-of-experts layers need a MoE kernel for the scheme and host: vLLM 0.32 picks
+one per scheme through an "oracle" (fused_moe/oracle/{fp8,int_wna16,int8}.py) whose CPU kernels
+(CPUExpertsFp8*, CPUExpertsInt4, CPUExpertsInt8, Zentorch on AMD) each say whether they support
+this device and the scheme; on x86 all of them need AMX. Where none does, the engine fails at
+start-up ("Unsupported FP8 MoE backend: NONE", "No WNA16 MoE backend supports the deployment
+configuration"; seen on AVX2 and AVX-512 hosts without AMX). Each `*_moe` is None when the
+probe itself fails (a private API that moved).
 """
 
 import json
@@ -29,25 +32,39 @@ def main() -> None:
                 "amx": amx,
                 "w4a16": cuda or hasattr(torch.ops._C, "cpu_gemm_wna16"),
                 "fp8_kv_cache": cuda or avx512 or amx,
-                "fp8_moe": True if cuda else _cpu_fp8_moe(),
+                "fp8_moe": True if cuda else _cpu_moe("fp8", _FP8),
+                "w4a16_moe": True if cuda else _cpu_moe("int_wna16", _W4A16),
+                "int8_moe": True if cuda else _cpu_moe("int8", _INT8),
             }
         )
     )
 
 
-def _cpu_fp8_moe() -> bool | None:
-    """Does a CPU FP8 MoE kernel take FP8 channel-wise weights with dynamic per-token
-    activations (FP8_DYNAMIC) on this host? Private vLLM API: None if it moved."""
+# oracle module: (its backend enum, the CPU backends, weight key, activation key) — the keys
+# as the pipeline's schemes quantize: FP8 channel weights with dynamic per-token activations,
+# INT4 group weights with 16-bit activations, INT8 channel weights with dynamic per-token INT8
+_FP8 = ("Fp8MoeBackend", ("CPU_W8A8", "CPU"), "kFp8StaticChannelSym", "kFp8DynamicTokenSym")
+_W4A16 = ("WNA16MoEBackend", ("ZEN_CPU", "CPU"), "kInt4Static", None)
+_INT8 = ("Int8MoeBackend", ("CPU",), "kInt8StaticChannelSym", "kInt8DynamicTokenSym")
+
+
+def _cpu_moe(oracle_name: str, spec: tuple) -> bool | None:
+    """Does one of this CPU's MoE kernels for the scheme support this device? Private vLLM
+    API: None if it moved."""
+    import importlib
+
+    enum_name, backends, weight, activation = spec
     try:
-        from vllm.model_executor.layers.fused_moe.oracle import fp8 as oracle
         from vllm.model_executor.layers.quantization.utils import quant_utils as q
 
-        backends = (oracle.Fp8MoeBackend.CPU_W8A8, oracle.Fp8MoeBackend.CPU)
-        kernels = [k for b in backends for k in oracle.backend_to_kernel_cls(b)]
+        oracle = importlib.import_module(
+            f"vllm.model_executor.layers.fused_moe.oracle.{oracle_name}"
+        )
+        enum = getattr(oracle, enum_name)
+        keys = (getattr(q, weight), getattr(q, activation) if activation else None)
+        kernels = [k for b in backends for k in oracle.backend_to_kernel_cls(enum[b])]
         return any(
-            k._supports_current_device()
-            and k._supports_quant_scheme(q.kFp8StaticChannelSym, q.kFp8DynamicTokenSym)
-            for k in kernels
+            k._supports_current_device() and k._supports_quant_scheme(*keys) for k in kernels
         )
     except Exception:
         return None

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import recipe
+from pipeline.models import architecture
 from pipeline.models.zoo import FAMILIES, shrunk_config
 from pipeline.quantize.artifact import tensors
 from pipeline.quantize.plan import artifact_bytes
 from tests.conftest import REPO, cli
 
 pytestmark = pytest.mark.slow
-MOE = {"mixtral-8x7b", "qwen3-30b-a3b"}
+MOE = {"mixtral-8x7b", "qwen3-30b-a3b", "qwen1.5-moe-a2.7b", "deepseek-v2-lite"}
 # transformers 5.17 keeps Mixtral's experts fused and does not map llm-compressor 0.14's
 # per-expert tensors back; vLLM maps them (checked by the reload step, said in one line)
 NO_HF_RELOAD = {"mixtral-8x7b"}
@@ -67,8 +68,12 @@ def test_zoo_quantizes_reloads_and_matches_the_plan(zoo, zoo_runs, short_eval, a
             assert reload["transformers"] is False and "vLLM loads it" in reload["reason"]
         else:
             assert reload == {"transformers": True, "reason": None}
-        rf = recipe.load(name)
         config = json.loads((zoo[alias] / "config.json").read_text())
+        if name == "gptq":  # calibrated MoE: the router's choices were counted
+            routed = m["routing"]
+            assert routed["moe_layers"] == architecture.moe_layers(config) > 0, routed
+            assert routed["experts"] == 8 and routed["tokens_routed"] > 0, routed
+        rf = recipe.load(name)
         built = sum(t.nbytes for t in tensors(Path(stage["paths"]["artifact"])).values())
         assert artifact_bytes(rf, config) == pytest.approx(built, rel=0.01), name
 
@@ -92,19 +97,65 @@ def test_zoo_eval_on_the_hf_backend_or_a_one_line_refusal(zoo, zoo_runs, short_e
     assert 0 < heldout["ppl_ratio"] < 2  # random weights, but the same ones on both sides
 
 
-def test_fp8_moe_serve_is_refused_before_anything_where_the_probe_finds_no_kernel(zoo, zoo_runs):
-    """vLLM 0.32's CPU build has no FP8 MoE kernel without AMX ("Unsupported FP8 MoE backend:
-    NONE" after the original was served); the capability probe says so up front."""
+def test_experts_no_calibration_token_reached_are_named(zoo, tmp_path):
+    """Four calibration tokens, two experts each: most of the 8 experts per layer get none."""
+    args = ["--num-samples", "1", "--max-seq-length", "4", "--recipe", "gptq"]
+    result = cli("quantize", "--model", str(zoo["qwen3-30b-a3b"]), *args, runs=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (line,) = [x for x in result.stdout.splitlines() if x.strip().startswith("routing")]
+    assert "got no routed calibration token (e.g. model.layers.0.mlp.experts:" in line
+    manifest = json.loads((tmp_path / "qwen3-30b-a3b" / "gptq" / "manifest.json").read_text())
+    unrouted = manifest["stages"]["quantize"]["metrics"]["routing"]["unrouted"]
+    assert unrouted and all(0 < len(ids) < 8 for ids in unrouted.values())
+
+
+# A sliding-window family through W4A16, and quantized MoE (served on AMX CPUs and GPUs)
+SERVED = [("mistral-7b", "w4a16-rtn"), ("qwen3-30b-a3b", "gptq"), ("mixtral-8x7b", "fp8")]
+SMALL_BENCH = ["--num-prompts", "4", "--concurrency", "1", "--input-len", "32", "--output-len", "8"]
+SMALL_BENCH += ["--enforce-eager"]  # no torch.compile warm-up: this test 123 s → 81 s
+
+
+@pytest.fixture(scope="module")
+def small_gptq(tmp_path_factory) -> str:
+    """gptq with the zoo's calibration budget (serve takes no calibration flags)."""
+    text = (REPO / "recipes" / "gptq.yaml").read_text()
+    text = text.replace("num_samples: 512", "num_samples: 16")
+    path = tmp_path_factory.mktemp("small-gptq") / "gptq.yaml"
+    path.write_text(text.replace("max_seq_length: 2048", "max_seq_length: 128"))
+    return str(path)
+
+
+@pytest.mark.parametrize("alias, name", SERVED)
+def test_zoo_serves_where_the_host_can_else_refuses_before_anything(
+    zoo, tmp_path, small_gptq, alias, name
+):
+    """vLLM 0.32's CPU MoE kernels (FP8, INT4, INT8) all need AMX: on other CPUs the probe
+    refuses a quantized MoE up front (the engine would fail after serving the original)."""
     from pipeline import serving_env
 
     if not serving_env.available():
         pytest.skip("serving env not built (make setup)")
-    if serving_env.capabilities()["fp8_moe"] is not False:
-        pytest.skip("this host's vLLM has an FP8 MoE kernel")
-    model = str(zoo["mixtral-8x7b"])
-    result = cli("serve", "--model", model, "--recipe", "fp8", "--json", runs=zoo_runs)
-    assert result.returncode == 4 and "FP8 mixture-of-experts" in result.stderr
-    assert not (zoo_runs / "mixtral-8x7b" / "original").exists()  # nothing was served
+    scheme = recipe.load(name).scheme()
+    config = json.loads((zoo[alias] / "config.json").read_text())
+    needed = serving_env.moe_kernel(scheme) if architecture.experts(config) else "w4a16"
+    given = small_gptq if name == "gptq" else name
+    args = ["--model", str(zoo[alias]), "--recipe", given, *SMALL_BENCH, "--json"]
+    result = cli("serve", *args, runs=tmp_path)
+    assert "Traceback" not in result.stderr
+    if serving_env.capabilities()[needed] is False:
+        assert result.returncode == 4, result.stderr[-3000:]
+        assert f"{scheme.label} mixture-of-experts model (no {scheme.label} MoE kernel" in (
+            result.stderr
+        )
+        assert not (tmp_path / alias / "original").exists()  # nothing was served
+        return
+    assert result.returncode == 0, result.stderr[-3000:]
+    (sv,) = [s for s in json.loads(result.stdout)["stages"] if s["stage"] == "serve"]
+    results = json.loads(open(sv["paths"]["results"]).read())
+    for side, p in results["predicted"].items():  # the planner, from the config alone
+        assert p["weights_bytes"] == pytest.approx(p["weights_measured"], rel=0.02), side
+        assert p["kv_cache_tokens"] == pytest.approx(p["kv_cache_tokens_measured"], rel=0.02)
+    assert all(lv["failed"] == 0 for lv in results["quantized"]["levels"])
 
 
 def test_shrunk_configs_keep_what_the_family_does_differently():
@@ -113,3 +164,24 @@ def test_shrunk_configs_keep_what_the_family_does_differently():
     assert shrunk_config("qwen2.5-7b")["tie_word_embeddings"] is True
     assert shrunk_config("mixtral-8x7b")["num_local_experts"] == 8
     assert shrunk_config("qwen3-30b-a3b")["num_experts"] == 8
+    mla = shrunk_config("deepseek-v2-lite")
+    assert mla["kv_lora_rank"] == 512 and mla["n_routed_experts"] == 8
+    assert mla["num_key_value_heads"] == mla["num_attention_heads"]
+
+
+def test_an_artifact_that_cannot_run_is_never_done(zoo, tmp_path):
+    """MLA with grouped KV heads (a config transformers' DeepSeek code cannot run): FP8 needs
+    no forward pass to quantize, so only the reload check finds it: one line, exit 1."""
+    import shutil
+
+    bad = tmp_path / "bad-mla"
+    shutil.copytree(zoo["deepseek-v2-lite"], bad)
+    config = json.loads((bad / "config.json").read_text())
+    (bad / "config.json").write_text(json.dumps({**config, "num_key_value_heads": 2}))
+    result = cli("quantize", "--model", str(bad), "--recipe", "fp8", runs=tmp_path / "runs")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert "artifact check:" in line and "forward pass fails" in line
+    manifest = json.loads((tmp_path / "runs" / "bad-mla" / "fp8" / "manifest.json").read_text())
+    assert manifest["stages"]["quantize"]["status"] == "failed"
+    assert not (tmp_path / "runs" / "bad-mla" / "fp8" / "artifact").exists()

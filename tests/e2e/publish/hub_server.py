@@ -108,6 +108,13 @@ class HubServer:
             self._repos[repo_id] = repo
             self._add_commit(repo, "main", {"summary": "their upload"}, dict(files), list(files))
 
+    def edit(self, repo_id: str, files: dict[str, bytes]) -> None:
+        """Someone's commit on main, e.g. the card edited in the hub's web editor."""
+        with self._lock:
+            repo = self._get_repo(repo_id)
+            tree = {**self._resolve(repo, "main")["tree"], **files}
+            self._add_commit(repo, "main", {"summary": "their edit"}, tree, list(files))
+
     def commits(self, repo_id: str) -> list[dict]:
         """Oldest first, from the empty "initial commit"; `files` lists the paths each touched."""
         keys = ("id", "summary", "description", "revision", "files")

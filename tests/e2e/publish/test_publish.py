@@ -149,14 +149,19 @@ def test_upload_to_the_hub_with_the_real_client(published_run, session_runs, tmp
     assert "tiny-llama × fp8" in commit["summary"]
     entry = json.loads((published_run / "manifest.json").read_text())["stages"]["publish"]
     assert entry["status"] == "done" and entry["metrics"]["commit_url"] in result.stdout
-    # a re-publish is one more commit replacing the pipeline's own files
+    # re-publishing the same results sends identical files: no empty commit, and it says so
     again = _publish(session_runs, tmp_path, "--repo", f"hf://{REPO}", hub=hub)
-    assert again.returncode == 0 and len(hub.commits(REPO)) == 3
+    assert again.returncode == 0 and len(hub.commits(REPO)) == 2
+    assert "unchanged main already holds these files: no new commit" in again.stdout
     _assert_no_token(tmp_path, published_run, [result, again])
 
 
 def test_pull_request_and_branch(published_run, session_runs, tmp_path, hub):
     assert _publish(session_runs, tmp_path, "--repo", REPO, hub=hub).returncode == 0
+    same = _publish(session_runs, tmp_path, "--repo", REPO, "--create-pr", hub=hub)
+    assert same.returncode == 0, same.stderr[-2000:]
+    assert "no pull request opened" in same.stdout and "discussions/" not in same.stdout
+    hub.edit(REPO, {"README.md": b"edited on the hub"})  # now a PR has something to change
     main_before = hub.files(REPO)
     pr = _publish(session_runs, tmp_path, "--repo", REPO, "--create-pr", hub=hub)
     assert pr.returncode == 0, pr.stderr[-2000:]

@@ -102,7 +102,7 @@ def test_host_refusal_is_exit_4(capsys, tmp_path, monkeypatch):
 
     monkeypatch.setenv("RUNS_DIR", str(tmp_path))
     monkeypatch.setattr(serving_env, "available", lambda: True)
-    caps = {"w4a16": False, "fp8_kv_cache": False, "fp8_moe": False}
+    caps = {"w4a16": False, "fp8_kv_cache": False, "fp8_moe": False, "w4a16_moe": False}
     monkeypatch.setattr(serving_env, "capabilities", lambda: caps)
     code, outcome = _json(capsys, ["serve", "--recipe", "gptq"])
     assert code == 4 and outcome.status == "unsupported" and "W4A16" in outcome.message
@@ -112,6 +112,10 @@ def test_host_refusal_is_exit_4(capsys, tmp_path, monkeypatch):
     assert code == 4 and "FP8 mixture-of-experts" in outcome.message
     code, outcome = _json(capsys, ["eval", "--model", "mixtral-8x7b", "--backend", "vllm"])
     assert code == 4 and "use --backend hf" in outcome.message
+    caps["w4a16"] = True  # an AVX-512 host without AMX: dense W4A16 serves, MoE W4A16 not
+    code, outcome = _json(capsys, ["serve", "--model", "qwen3-30b-a3b", "--recipe", "gptq"])
+    assert code == 4 and "W4A16 mixture-of-experts model (no W4A16 MoE kernel" in outcome.message
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_bug_is_exit_1_internal_error(capsys, tmp_path, monkeypatch):

@@ -20,6 +20,9 @@ KNOWN_PARAMS = {
     "mixtral-8x7b": 46_702_792_704,  # model card: 46.7B
     "qwen3-30b-a3b": 30_532_122_624,  # model card: 30.5B
 }
+# Only the model card's rounded total at hand (exact counts: transformers on the meta device,
+# tests/e2e/models/test_architecture_vs_transformers.py)
+CARD_TOTALS = {"deepseek-v2-lite": 15.7e9, "qwen1.5-moe-a2.7b": 14.3e9}
 VLLM_CPU_HEAD_SIZES = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256}
 
 
@@ -28,7 +31,10 @@ def test_alias_configs_are_bundled_and_match_published_sizes(alias):
     ref = models.resolve(alias)
     assert ref.hub_id == models.ALIASES[alias]
     config = models.load_config(ref)  # offline: from pipeline/model_configs
-    assert architecture.total_params(config) == KNOWN_PARAMS[alias]
+    if alias in CARD_TOTALS:
+        assert architecture.total_params(config) == pytest.approx(CARD_TOTALS[alias], abs=0.05e9)
+    else:
+        assert architecture.total_params(config) == KNOWN_PARAMS[alias]
 
 
 def test_hub_ids_and_local_folders_are_accepted(tmp_path):
