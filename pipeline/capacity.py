@@ -52,7 +52,7 @@ def gpu_bytes(name: str) -> int:
                 value = float(text.removesuffix(suffix) if suffix else text)
             except ValueError:
                 continue
-            if value > 0:
+            if 0 < value < 2**20:  # up to a PiB-sized GPU: not inf, not nan
                 return int(value * unit)
     raise UserError(f"unknown GPU '{name}'; known: {', '.join(GPUS)}, or a size like 24GiB")
 

@@ -30,16 +30,32 @@ def _base(annotation):
     return annotation
 
 
+def port(text: str) -> int:
+    """A TCP port: 1–65535 (0 would let the OS pick, which the pipeline already does)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number (got {text!r})") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1–65535 (got {value})")
+    return value
+
+
 def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add(parser: argparse.ArgumentParser, model: type[BaseModel], skip=()) -> None:
+def add(
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    skip=(),
+    default_label: str = "recipe default",
+) -> None:
     for name, field in model.model_fields.items():
         if name in skip:
             continue
         kind = _base(field.annotation)
-        help_text = (field.description or "") + f" (recipe default {field.default!r})"
+        help_text = (field.description or "") + f" ({default_label} {field.default!r})"
         if kind is bool:
             parser.add_argument(
                 flag(name), action=argparse.BooleanOptionalAction, default=None, help=help_text

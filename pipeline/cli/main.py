@@ -14,6 +14,7 @@ import json
 import sys
 import traceback
 
+from pipeline.config.capacity_settings import PlanSettings
 from pipeline.config.recipe import ServeSettings
 from pipeline.core.errors import PipelineError, UserError
 from pipeline.core.outcome import Outcome
@@ -95,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     sv = command("serve", cmd_serve, "vLLM memory and throughput vs the original")
     _model_args(sv)
     flags.add(sv, ServeSettings)
-    sv.add_argument("--port", type=int, help="server port (default: a free one)")
+    sv.add_argument("--port", type=flags.port, help="server port (default: a free one)")
     sv.add_argument("--force", action="store_true", help="re-measure even if cached")
     sv.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
@@ -107,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
         "--skip-unsupported", action="store_true", help="record stages this host cannot run"
     )
     flags.add(rn, ServeSettings)
-    rn.add_argument("--port", type=int, help="server port (default: a free one)")
+    rn.add_argument("--port", type=flags.port, help="server port (default: a free one)")
     rn.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     pb = command("publish", cmd_publish, "artifact + model card to the hub or a local folder")
@@ -122,7 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     pb.add_argument(
         "--take-over", action="store_true", help="add to a repo/folder not published by us"
     )
-    pb.add_argument("--force", action="store_true", help=argparse.SUPPRESS)  # both, as before
+    # --force skips the readiness checks only: replacing what we did not publish is --take-over
+    pb.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
     pb.add_argument("--dry-run", action="store_true", help="write the card and file list only")
     pb.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
@@ -140,23 +142,13 @@ def _parser() -> argparse.ArgumentParser:
     pl = command("plan", cmd_plan, "GPUs and users per recipe, from the model config alone")
     pl.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
     pl.add_argument("--recipe", action="append", help="recipe(s); default: every shipped one")
-    pl.add_argument("--users", type=int, default=100, help="concurrent users")
-    pl.add_argument("--context", type=int, default=4000, help="tokens of context per user")
     pl.add_argument("--kv-dtype", action="append", help="auto (16-bit) and/or fp8; default both")
     pl.add_argument(
         "--gpu",
         default="H100-80GB",
         help="A100-40GB, A100-80GB, H100-80GB, H200-141GB, L40S-48GB, or a size like 24GiB",
     )
-    pl.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    pl.add_argument(
-        "--overhead-gib", type=float, default=2.0, help="per GPU: activations, graphs, NCCL"
-    )
-    pl.add_argument(
-        "--max-num-batched-tokens",
-        type=int,
-        help="as given to vllm serve (default: vLLM's for the GPU); what a sliding window keeps",
-    )
+    flags.add(pl, PlanSettings, default_label="default")
     pl.add_argument("--json", action="store_true")
 
     sc = command("schema", cmd_schema, "JSON Schema of a results file")
@@ -279,7 +271,7 @@ def cmd_publish(args) -> Outcome:
         branch=args.branch,
         create_pr=args.create_pr,
         ignore_gates=args.ignore_gates or args.force,
-        take_over=args.take_over or args.force,
+        take_over=args.take_over,
     )
     if stage.problems:
         print(f"warning: publishing with --ignore-gates although: {'; '.join(stage.problems)}")
@@ -336,23 +328,27 @@ def cmd_report(args) -> Outcome:
 
 def cmd_plan(args) -> Outcome:
     from pipeline import capacity
+    from pipeline.cli import flags
     from pipeline.config import recipe
+    from pipeline.config.strict import validated
     from pipeline.models import aliases, kv_layout
 
+    settings = validated(PlanSettings, flags.overrides(args, PlanSettings), "plan settings")
     ref = aliases.resolve(args.model)
     config = aliases.load_config(ref)
     recipes = [recipe.load(name) for name in (args.recipe or recipe.shipped())]
     gpu = capacity.gpu_bytes(args.gpu)
-    scheduled = args.max_num_batched_tokens or capacity.scheduled_tokens(args.gpu, gpu)
+    scheduled = settings.max_num_batched_tokens or capacity.scheduled_tokens(args.gpu, gpu)
+    utilization, overhead = settings.gpu_memory_utilization, settings.overhead_gib
     rows = capacity.plan(
         config,
         recipes,
         args.kv_dtype or ["auto", "fp8"],
-        args.users,
-        args.context,
+        settings.users,
+        settings.context,
         gpu,
-        args.gpu_memory_utilization,
-        args.overhead_gib,
+        utilization,
+        overhead,
         scheduled,
     )
     if args.json:
@@ -360,12 +356,8 @@ def cmd_plan(args) -> Outcome:
         table["kv_layout"] = kv_layout.describe(config)
         print(json.dumps({**table, "rows": capacity.as_json(rows)}, indent=2))
     else:
-        print(
-            capacity.describe(
-                ref.name, config, args.gpu_memory_utilization, args.overhead_gib, scheduled
-            )
-        )
-        print(capacity.render(rows, args.users, args.context, args.gpu))
+        print(capacity.describe(ref.name, config, utilization, overhead, scheduled))
+        print(capacity.render(rows, settings.users, settings.context, args.gpu))
     return _ok("plan", model=ref.name)
 
 

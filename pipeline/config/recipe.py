@@ -13,9 +13,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
+from pipeline.config import schemes
 from pipeline.config.schemes import Scheme, scheme_from_args
-from pipeline.config.strict import Strict, display, explain, load_yaml, validated
-from pipeline.core.errors import UserError
+from pipeline.config.strict import Strict, display, explain, line_of, load_yaml, validated
+from pipeline.core.errors import UserError, clip
+from pipeline.core.files import is_file
 from pipeline.core.paths import RECIPES_DIR
 
 
@@ -206,13 +208,15 @@ def shipped() -> list[str]:
 def resolve_path(name_or_path: str) -> Path:
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml"):
-        if not candidate.is_file():
+        if not is_file(candidate):
             raise UserError(f"recipe file not found: {name_or_path}")
         return candidate
     path = RECIPES_DIR / f"{name_or_path}.yaml"
-    if not path.is_file():
+    if not is_file(path):
         valid = ", ".join(shipped())
-        raise UserError(f"unknown recipe '{name_or_path}'; valid: {valid} (or a path to a .yaml)")
+        raise UserError(
+            f"unknown recipe '{clip(name_or_path)}'; valid: {valid} (or a path to a .yaml)"
+        )
     return path
 
 
@@ -223,4 +227,21 @@ def load(name_or_path: str) -> RecipeFile:
     if not isinstance(data, dict):
         raise UserError(f"{shown}: a recipe must be a mapping with 'description', 'quantization'")
     spec = validated(Recipe, data, shown, text)
-    return RecipeFile(name=path.stem, path=path, text=text, spec=spec)
+    rf = RecipeFile(name=path.stem, path=path, text=text, spec=spec)
+    _check_schemes(rf, shown)
+    return rf
+
+
+def _check_schemes(rf: RecipeFile, shown: str) -> None:
+    """Every `scheme:` a compressed-tensors preset the pipeline supports, named with its line."""
+    for stage, groups in rf.spec.quantization.items():
+        for group, mods in groups.items():
+            for name, args in mods.items():
+                value = (args or {}).get("scheme")
+                names = list(value) if isinstance(value, dict) else [value] if value else []
+                for scheme_name in names:
+                    problem = schemes.check_name(scheme_name)
+                    if problem:
+                        line = line_of(rf.text, ("quantization", stage, group, name, "scheme"))
+                        where = f"{shown}:{line}" if line else shown
+                        raise UserError(f"{where}: {name}: {problem}")

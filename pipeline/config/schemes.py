@@ -38,6 +38,29 @@ PRESETS: dict[str, Scheme] = {
 }
 
 
+# compressed-tensors 0.19's PRESET_SCHEMES names (a unit test keeps them equal); the pipeline
+# sizes, plans and serves the subset in PRESETS
+PRESET_NAMES = (
+    "FP8", "FP8_BLOCK", "FP8_DYNAMIC", "INT8", "MXFP4", "MXFP4A16", "MXFP8", "MXFP8A16", "NVFP4",
+    "NVFP4A16", "UNQUANTIZED", "W2A16", "W2A4", "W2A8", "W3A16", "W3A4", "W3A8", "W4A16",
+    "W4A16_ASYM", "W4A4", "W4A8", "W4AFP8", "W5A16", "W5A8", "W6A16", "W6A8", "W7A16", "W7A8",
+    "W8A16", "W8A8",
+)  # fmt: skip
+
+
+def check_name(name: object) -> str | None:
+    """Why a `scheme:` value cannot be used (None: it can)."""
+    key = str(name).upper()
+    if key not in PRESET_NAMES:
+        return f"unknown scheme '{name}'; compressed-tensors presets: {', '.join(PRESET_NAMES)}"
+    if key not in PRESETS:
+        return (
+            f"scheme '{name}' is a compressed-tensors preset this pipeline does not plan or "
+            f"serve yet; supported: {', '.join(PRESETS)} (or config_groups)"
+        )
+    return None
+
+
 def scheme_from_args(args: dict) -> Scheme | None:
     """The weight scheme a modifier's arguments ask for: a preset name or a config_groups dict."""
     scheme = args.get("scheme")

@@ -13,7 +13,8 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # unknown keys are typos; inf / nan are never a size, a fraction or a count
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def validated(model: type[M], data: object, source: str, text: str | None = None) -> M:
@@ -97,7 +98,10 @@ def load_yaml(path: Path, what: str) -> tuple[object, str]:
     """(data, text) of a YAML file, or a one-line UserError with the line of the problem."""
     if not path.is_file():
         raise UserError(f"{what} not found: {path}")
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{display(path)}: not UTF-8 text (byte {e.start})") from None
     try:
         return yaml.safe_load(text), text
     except yaml.YAMLError as e:

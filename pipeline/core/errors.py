@@ -58,3 +58,8 @@ def first_line(e: BaseException) -> str:
     """The first line of an exception from a library, for a one-line UserError."""
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """User input quoted in a message, cut to a readable length."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

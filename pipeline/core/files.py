@@ -114,3 +114,18 @@ def hash_folder(folder: Path, full_limit: int = 256 * 2**20) -> str:
 
 def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def is_file(path: Path) -> bool:
+    """Path.is_file, False also for a name the OS refuses (too long, a NUL byte): user input."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False

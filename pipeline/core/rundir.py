@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from pipeline.core.errors import UserError
 from pipeline.core.files import exclusive_lock, folder_bytes, write_json_atomic
 from pipeline.core.paths import runs_root
 
@@ -74,6 +75,18 @@ class RunDir:
     def __init__(self, model_name: str, recipe_name: str, root: Path | None = None):
         self.path = (root or runs_root()) / model_name / recipe_name
         self.manifest_path = self.path / "manifest.json"
+
+    def check_writable(self) -> None:
+        """Refuse up front (nothing created) where this run's folder cannot be made or written."""
+        existing = self.path
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise UserError(f"cannot create run folder {self.path}: {existing} is not a folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise UserError(f"cannot create run folder {self.path}: {existing} is not writable")
+        if self.manifest_path.exists() and not os.access(self.manifest_path, os.W_OK):
+            raise UserError(f"{self.manifest_path} is not writable")
 
     def lock(self):
         return exclusive_lock(self.path / ".lock", f"run directory {self.path}")

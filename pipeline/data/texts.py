@@ -33,7 +33,7 @@ class TextSet:
 
 def load_texts(cal: Calibration, tokenizer=None) -> TextSet:
     """`cal.num_samples` texts (fewer if the source has fewer), shuffled with `cal.seed`."""
-    rows, source = _load_rows(cal.dataset, cal.config_name, cal.split)
+    rows, source = _load_rows(cal.dataset, cal.config_name, cal.split, "calibration")
     column = "messages" if cal.chat_template else cal.text_column
     if column not in rows.column_names:
         have = ", ".join(rows.column_names)
@@ -68,7 +68,7 @@ def _render(value, chat: bool, tokenizer) -> str:
 
 def load_all(dataset: str, config_name: str | None, split: str, column: str) -> list[str]:
     """Every non-empty text of a split, in order (evaluation reads a fixed token budget)."""
-    rows, source = _load_rows(dataset, config_name, split)
+    rows, source = _load_rows(dataset, config_name, split, "eval data")
     if column not in rows.column_names:
         have = ", ".join(rows.column_names)
         raise UserError(f"data {source}: no column '{column}' (columns: {have})")
@@ -78,7 +78,78 @@ def load_all(dataset: str, config_name: str | None, split: str, column: str) -> 
     return texts
 
 
-def _load_rows(dataset: str, config_name: str | None, split: str):
+def check_source(dataset: str, split: str, column: str, what: str) -> None:
+    """What can be checked before any work, cheaply and offline: python-docs' split, a local
+    file's existence, type, parse (the first bad JSONL line named) and column. A hub data set is
+    checked when it loads (that needs the network)."""
+    if dataset == DEFAULT:
+        if split not in corpus.SPLITS:
+            raise UserError(
+                f"{what}: split '{split}' of python-docs; valid: {', '.join(corpus.SPLITS)}"
+            )
+        if column != "text":
+            raise UserError(f"{what} python-docs:{split}: no column '{column}' (columns: text)")
+        return
+    path = Path(dataset).expanduser()
+    if not _is_file_source(dataset, path):
+        return
+    loader = _check_file(path, what)
+    if loader == "json":
+        first = _first_json_object(path, what)
+        if column not in first:
+            have = ", ".join(first) or "none"
+            raise UserError(f"{what} {path}: no column '{column}' (columns: {have}, in line 1)")
+    elif loader == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            names = pq.read_schema(path).names
+        except Exception as e:
+            raise UserError(f"{what} {path}: not a parquet file ({first_line(e)})") from None
+        if column not in names:
+            raise UserError(f"{what} {path}: no column '{column}' (columns: {', '.join(names)})")
+
+
+def _is_file_source(dataset: str, path: Path) -> bool:
+    return path.suffix in _LOADERS or path.exists() or dataset.startswith((".", "/", "~"))
+
+
+def _check_file(path: Path, what: str) -> str:
+    if not path.is_file():
+        raise UserError(f"{what} file not found: {path}")
+    loader = _LOADERS.get(path.suffix)
+    if loader is None:
+        raise UserError(f"{what} file {path}: unsupported type; use .txt, .jsonl or .parquet")
+    if path.stat().st_size == 0:
+        raise UserError(f"{what} file {path} is empty")
+    return loader
+
+
+def _first_json_object(path: Path, what: str) -> dict:
+    """Every line parses as a JSON object (else the first that does not is named); the first."""
+    import json
+
+    first = None
+    with path.open(encoding="utf-8", errors="strict") as f:
+        try:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise UserError(f"{what} {path}: line {number} is not JSON ({e.msg})") from None
+                if not isinstance(row, dict):
+                    raise UserError(f"{what} {path}: line {number} is not a JSON object")
+                first = row if first is None else first
+        except UnicodeDecodeError:
+            raise UserError(f"{what} {path}: not UTF-8 text") from None
+    if first is None:
+        raise UserError(f"{what} file {path} holds no rows")
+    return first
+
+
+def _load_rows(dataset: str, config_name: str | None, split: str, what: str):
     import datasets
 
     datasets.disable_progress_bars()
@@ -88,8 +159,8 @@ def _load_rows(dataset: str, config_name: str | None, split: str):
         texts = corpus.chunks(corpus.read_split(split))
         return datasets.Dataset.from_dict({"text": texts}), f"python-docs:{split}"
     path = Path(dataset).expanduser()
-    if path.suffix in _LOADERS or path.exists() or dataset.startswith((".", "/", "~")):
-        return _load_file(path), str(path)
+    if _is_file_source(dataset, path):
+        return _load_file(path, what), str(path)
     try:
         rows = datasets.load_dataset(dataset, config_name, split=split)
     except Exception as e:  # offline, unknown id, bad split: one line for the user
@@ -97,18 +168,14 @@ def _load_rows(dataset: str, config_name: str | None, split: str):
     return rows, f"{dataset}:{split}"
 
 
-def _load_file(path: Path):
+def _load_file(path: Path, what: str):
     import datasets
 
-    if not path.is_file():
-        raise UserError(f"calibration file not found: {path}")
-    loader = _LOADERS.get(path.suffix)
-    if loader is None:
-        raise UserError(f"calibration file {path}: unsupported type; use .txt, .jsonl or .parquet")
-    if path.stat().st_size == 0:
-        raise UserError(f"calibration file {path} is empty")
+    loader = _check_file(path, what)
+    if loader == "json":
+        _first_json_object(path, what)  # datasets' own error does not say which line
     extra = {"sample_by": "paragraph"} if loader == "text" else {}
     try:
         return datasets.load_dataset(loader, data_files=str(path), split="train", **extra)
     except Exception as e:
-        raise UserError(f"calibration file {path}: cannot read it: {first_line(e)}") from None
+        raise UserError(f"{what} file {path}: cannot read it: {first_line(e)}") from None

@@ -55,6 +55,7 @@ class EvalStage(AfterQuantize):
         KV-cache dtype), else hf. hf measures an FP8 KV cache by compressed-tensors' emulation,
         which needs the artifact's calibrated kv_cache_scheme."""
         settings = q.recipe.spec.eval
+        texts.check_source(settings.dataset, settings.split, settings.text_column, "eval data")
         kv = settings.kv_cache_dtype
         chosen = backend or settings.backend
         scheme = q.recipe.scheme()

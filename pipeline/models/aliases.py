@@ -5,7 +5,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core.errors import UserError, first_line
+from pipeline.core.errors import UserError, clip, first_line
+from pipeline.core.files import exists, is_file
+from pipeline.models import integrity
 
 TINY = "tiny-llama"
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
@@ -23,7 +25,7 @@ ALIASES = {
     "qwen1.5-moe-a2.7b": "Qwen/Qwen1.5-MoE-A2.7B-Chat",
     "deepseek-v2-lite": "deepseek-ai/DeepSeek-V2-Lite-Chat",
 }
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")  # the hub's 96-character limit
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ def resolve(name: str, revision: str | None = None) -> ModelRef:
     if name in ALIASES:
         return ModelRef(name=name, source="alias", hub_id=ALIASES[name], revision=revision)
     path = Path(name).expanduser()
-    if path.exists():
+    if exists(path):
         if not (path / "config.json").is_file():
             raise UserError(f"model folder {name} has no config.json")
         return ModelRef(name=path.resolve().name, source="local", path=path.resolve())
@@ -58,7 +60,7 @@ def resolve(name: str, revision: str | None = None) -> ModelRef:
         return ModelRef(name=name.replace("/", "--"), source="hub", hub_id=name, revision=revision)
     valid = ", ".join(names())
     raise UserError(
-        f"unknown model '{name}'; valid: {valid}, a hub id (org/name) or a local folder"
+        f"unknown model '{clip(name)}'; valid: {valid}, a hub id (org/name) or a local folder"
     )
 
 
@@ -69,9 +71,9 @@ def load_config(ref: ModelRef) -> dict:
 
         return dict(CONFIG)
     if ref.source == "local":
-        return json.loads((ref.path / "config.json").read_text())
+        return integrity.read_config(ref.path)
     bundled = CONFIGS_DIR / f"{ref.hub_id.replace('/', '--')}.json"
-    if bundled.is_file():
+    if is_file(bundled):
         return json.loads(bundled.read_text())
     try:
         from huggingface_hub import hf_hub_download

@@ -23,6 +23,7 @@ from pathlib import Path
 from pipeline.core import environment
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir, write_json_atomic
+from pipeline.core.paths import REPO, cache_root, runs_root
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.eval import results as eval_results
@@ -72,6 +73,8 @@ class PublishStage(AfterQuantize):
         stage = cls(quantize=q, target=target.parse(repo), **options)
         if stage.target.kind == "file" and (stage.private or stage.branch or stage.create_pr):
             raise UserError("--private, --branch and --create-pr apply to hub targets, not file://")
+        if stage.target.kind == "file":
+            target.check_apart(stage.target.path, _own_folders(q))
         stage.problems = readiness(q)
         if stage.problems and not stage.ignore_gates:
             raise UserError(
@@ -126,6 +129,14 @@ class PublishStage(AfterQuantize):
             pipeline=environment.git_commit(),
             forced=list(self.problems),
         )
+
+
+def _own_folders(q: QuantizeStage) -> dict[str, Path]:
+    """What a file target may never be, hold or sit in: publishing reads from these."""
+    own = {"the run root": runs_root(), "the project": REPO, "the cache": cache_root()}
+    if q.ref.path:
+        own["the source model folder"] = q.ref.path
+    return own
 
 
 def readiness(q: QuantizeStage) -> list[str]:

@@ -41,8 +41,22 @@ def parse(text: str | None) -> Target:
             raise UserError(f"file target needs a folder name, not a root (got {text})")
         return Target("file", path=path)
     repo_id = text.removeprefix("hf://")
+    if not repo_id.strip():
+        raise UserError(f"'{text}' names no repo: use hf://org/name")
     if "://" in repo_id:
         raise UserError(f"unknown target scheme in '{text}'; use hf://org/name or file:///path")
     if not REPO_ID.match(repo_id) or ".." in repo_id or repo_id.endswith((".git", "-", ".")):
         raise UserError(f"'{repo_id}' is not a hub repo id (org/name: letters, digits, -_.)")
     return Target("hf", repo_id=repo_id)
+
+
+def check_apart(path: Path, own: dict[str, Path]) -> None:
+    """A file target never overlaps the pipeline's own folders or the model it came from: a
+    copy into them, or a take-over moving them aside, would lose finished work."""
+    dest = path.resolve()
+    for what, folder in own.items():
+        folder = folder.resolve()
+        if dest == folder or folder in dest.parents:
+            raise UserError(f"file target {dest} is inside {what} ({folder}); publish elsewhere")
+        if dest in folder.parents:
+            raise UserError(f"file target {dest} contains {what} ({folder}); publish elsewhere")

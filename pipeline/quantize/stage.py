@@ -12,8 +12,8 @@ from pipeline.config import recipe
 from pipeline.core import environment, progress
 from pipeline.core.errors import UserError
 from pipeline.core.rundir import RunDir, StageEntry
-from pipeline.data.texts import TextSet, load_texts
-from pipeline.models import aliases
+from pipeline.data.texts import TextSet, check_source, load_texts
+from pipeline.models import aliases, integrity
 from pipeline.quantize import plan, routing, verify
 
 ARTIFACT = "artifact"
@@ -73,6 +73,8 @@ class QuantizeStage:
         ref = aliases.resolve(model, revision)
         rf = recipe.load(recipe_name)
         config = aliases.load_config(ref)
+        if ref.source == "local":  # a half-copied folder fails here, not after loading
+            integrity.check_weights(ref.path)
         plan.check_fit(rf, config, ref.name)
         cal = rf.spec.calibration
         updates = {}
@@ -88,7 +90,12 @@ class QuantizeStage:
                 f"recipe {rf.name} needs calibration data (its modifiers observe activations or "
                 "the KV cache); set calibration.num_samples > 0 or --num-samples"
             )
-        return cls(ref, config, rf, cal, RunDir(ref.name, rf.name))
+        if cal.num_samples > 0:
+            column = "messages" if cal.chat_template else cal.text_column
+            check_source(cal.dataset, cal.split, column, "calibration")
+        rundir = RunDir(ref.name, rf.name)
+        rundir.check_writable()
+        return cls(ref, config, rf, cal, rundir)
 
     def plan(self) -> dict:
         cal = self.calibration
@@ -106,6 +113,8 @@ class QuantizeStage:
         if self.model_path is not None:
             return
         self.model_path, self.model_identity = aliases.materialize(self.ref)
+        if self.ref.source in ("hub", "alias"):  # a cut-short download: a partial snapshot
+            integrity.check_weights(self.model_path)
         if self.calibration.num_samples > 0:
             tokenizer = None
             if self.calibration.chat_template:

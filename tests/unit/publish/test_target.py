@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.core.errors import UserError
 from pipeline.publish.target import parse
-from tests.conftest import cli
+from tests.conftest import REPO, cli
 
 
 def test_hub_targets():
@@ -27,6 +27,7 @@ def test_file_target_card_name_is_its_last_two_folders():
     "text, message",
     [
         (None, "needs a target"),
+        ("hf://", "names no repo: use hf://org/name"),
         ("file://relative/x", "absolute path"),
         ("file:///", "folder name"),
         ("s3://bucket/x", "unknown target scheme"),
@@ -51,3 +52,22 @@ def test_bad_targets_are_one_line_exit_2(tmp_path):
         assert result.returncode == 2, result.stderr
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith("error: ") and message in line, target
+
+
+def test_a_file_target_never_overlaps_the_pipelines_own_folders(tmp_path, monkeypatch):
+    """Publishing copies from the run folder: a target in it, or holding it, could be moved
+    aside by a take-over or overwrite a finished artifact."""
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("RUNS_DIR", str(runs))
+    for dest, word in (
+        (runs / "tiny-llama" / "fp8" / "artifact", "inside the run root"),
+        (runs, "inside the run root"),
+        (tmp_path, "contains the run root"),
+        (REPO / "exported", "inside the project"),
+    ):
+        result = cli("publish", "--recipe", "fp8", "--repo", f"file://{dest}", "--force",
+                     "--take-over", runs=runs)  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("error: file target") and word in line, line
+    assert not runs.exists() and not (REPO / "exported").exists()

@@ -1,0 +1,114 @@
+"""Mistakes users make, each one line on stderr naming the value and what is valid, exit 2,
+nothing created under RUNS_DIR (in-process: no model is loaded before these refusals)."""
+
+import pytest
+
+from pipeline.cli.main import main
+from tests.conftest import REPO
+
+GPTQ = (REPO / "recipes" / "gptq.yaml").read_text()
+FP8 = (REPO / "recipes" / "fp8.yaml").read_text()
+LONG = "x" * 300
+
+
+def _file(tmp_path, name: str, content: str | bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(path)
+
+
+CASES = {
+    "port out of range": (lambda t: ["serve", "--port", "70000"], "a port is 1–65535"),
+    "infinite size": (
+        lambda t: ["serve", "--cpu-kvcache-space-gib", "inf"],
+        "cpu_kvcache_space_gib: Input should be a finite number",
+    ),
+    "utilization above 1": (
+        lambda t: ["plan", "--gpu-memory-utilization", "1.5"],
+        "gpu_memory_utilization: Input should be less than or equal to 1 (got 1.5)",
+    ),
+    "negative overhead": (
+        lambda t: ["plan", "--overhead-gib", "-1"],
+        "overhead_gib: Input should be greater than or equal to 0",
+    ),
+    "infinite GPU": (lambda t: ["plan", "--gpu", "inf"], "unknown GPU 'inf'"),
+    "unknown scheme": (
+        lambda t: ["quantize", "--recipe", _file(t, "s.yaml", GPTQ.replace("W4A16", "W4A17"))],
+        "s.yaml:12: GPTQModifier: unknown scheme 'W4A17'; compressed-tensors presets: FP8,",
+    ),
+    "unknown scheme, dry run": (
+        lambda t: [
+            "quantize",
+            "--dry-run",
+            "--recipe",
+            _file(t, "s.yaml", GPTQ.replace("W4A16", "W4A17")),
+        ],
+        "unknown scheme 'W4A17'",
+    ),
+    "preset not supported yet": (
+        lambda t: ["quantize", "--recipe", _file(t, "n.yaml", GPTQ.replace("W4A16", "NVFP4"))],
+        "scheme 'NVFP4' is a compressed-tensors preset this pipeline does not plan or serve yet",
+    ),
+    "recipe not UTF-8": (
+        lambda t: ["quantize", "--recipe", _file(t, "u.yaml", b"\xff\xfe bad")],
+        "u.yaml: not UTF-8 text",
+    ),
+    "malformed JSONL line": (
+        lambda t: [
+            "quantize",
+            "--recipe",
+            _file(
+                t,
+                "j.yaml",
+                GPTQ.replace("python-docs", _file(t, "d.jsonl", '{"text": "a"}\n{"text": b\n')),
+            ),
+        ],
+        "d.jsonl: line 2 is not JSON",
+    ),
+    "eval split checked before quantizing": (
+        lambda t: [
+            "run",
+            "--recipe",
+            _file(t, "e.yaml", FP8.replace("eval:", "eval:\n  split: nope", 1)),
+        ],
+        "eval data: split 'nope' of python-docs; valid: train, calibration, heldout",
+    ),
+    "eval file checked before quantizing": (
+        lambda t: [
+            "eval",
+            "--recipe",
+            _file(t, "f.yaml", FP8.replace("eval:", "eval:\n  dataset: /no/such.jsonl", 1)),
+        ],
+        "eval data file not found: /no/such.jsonl",
+    ),
+    "very long model name": (
+        lambda t: ["quantize", "--model", f"org/{LONG}"],
+        "unknown model 'org/xxx",
+    ),
+    "very long recipe name": (lambda t: ["quantize", "--recipe", LONG], "unknown recipe 'xxx"),
+    "empty hub target": (lambda t: ["publish", "--repo", "hf://"], "'hf://' names no repo"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_mistake_is_one_line_exit_2_and_creates_nothing(case, tmp_path, monkeypatch, capsys):
+    argv, message = CASES[case]
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("RUNS_DIR", str(runs))
+    try:
+        code = main(argv(tmp_path))
+    except SystemExit as e:  # argparse's own refusals exit the same way a user sees them
+        code = e.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, err
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+    assert len(err[0]) < 700
+    assert not runs.exists()
+
+
+def test_scheme_names_are_compressed_tensors_presets():
+    from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES
+
+    from pipeline.config.schemes import PRESET_NAMES, PRESETS
+
+    assert set(PRESET_NAMES) == set(PRESET_SCHEMES) and set(PRESETS) <= set(PRESET_NAMES)
