@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pipeline.core.errors import NotOnThisHost, PipelineError
+from pipeline.core.errors import NotOnThisHost, PipelineError, debugging
 from pipeline.core.outcome import Outcome, StageOutcome, overall
 from pipeline.core.stage import execute
 from pipeline.quantize.stage import QuantizeStage
@@ -78,6 +78,8 @@ def _one(stage, show: Show | None, force: bool) -> StageOutcome:
     try:
         entry, cached = execute(stage, force=force)
     except PipelineError as e:
+        if debugging():
+            traceback.print_exc(file=sys.stderr)
         return StageOutcome(stage=stage.name, status="failed", reason=e.reason, message=str(e))
     except Exception as e:  # a bug or a library's crash: the traceback is for the maintainers
         traceback.print_exc(file=sys.stderr)

@@ -11,12 +11,13 @@ python -m pipeline plan --model llama3-70b; python -m pipeline schema eval | cle
 import argparse
 import contextlib
 import json
+import os
 import sys
 import traceback
 
 from pipeline.config.capacity_settings import PlanSettings
 from pipeline.config.recipe import ServeSettings
-from pipeline.core.errors import PipelineError, UserError
+from pipeline.core.errors import PipelineError, UserError, debugging
 from pipeline.core.outcome import Outcome
 
 MIB = 2**20
@@ -30,6 +31,11 @@ vLLM's kernel; a GPU can).
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     command = args.command
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # its fork warning, every run
+    if args.verbose:
+        os.environ["PIPELINE_VERBOSE"] = "1"
+    if args.debug:
+        os.environ["PIPELINE_DEBUG"] = "1"
     # plan and a dry run print their own JSON: the result itself, not an outcome
     plain = command in ("plan", "schema") or getattr(args, "dry_run", False)
     want_json = getattr(args, "json", False) and not plain
@@ -39,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         with out:
             outcome = args.func(args)
     except PipelineError as e:
+        if debugging():
+            traceback.print_exc()
         outcome = Outcome.of(command, e.reason, str(e))
     except KeyboardInterrupt:
         outcome = Outcome.of(command, "interrupted", "interrupted")
@@ -74,6 +82,10 @@ def _parser() -> argparse.ArgumentParser:
     def command(name: str, func, help_text: str) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_text, epilog=EXIT_CODES_HELP, formatter_class=fmt)
         c.set_defaults(func=func)
+        c.add_argument(
+            "-v", "--verbose", action="store_true", help="library logs on the terminal too"
+        )
+        c.add_argument("--debug", action="store_true", help="a traceback with every error")
         return c
 
     command("recipes", cmd_recipes, "list the shipped recipes")

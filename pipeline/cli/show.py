@@ -29,6 +29,8 @@ def quantize(stage, entry, cached: bool) -> None:
     if reload.get("transformers") is False:
         print(f"  note      {reload['reason']}: evaluate and serve it with vLLM")
     print(f"  manifest  {stage.rundir.manifest_path}")
+    if not cached and stage.log.is_file():
+        print(f"  log       {stage.log} (llm-compressor, transformers; -v shows them here)")
 
 
 def eval_(stage, entry, cached: bool) -> None:

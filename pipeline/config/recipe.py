@@ -159,7 +159,8 @@ class RecipeFile:
     def ignored(self) -> list[str]:
         for _, args in self.modifiers():
             if "ignore" in args:
-                return list(args["ignore"])
+                value = args["ignore"]
+                return [value] if isinstance(value, str) else list(value)
         return []
 
     def quantization_yaml(self) -> str:
@@ -233,15 +234,33 @@ def load(name_or_path: str) -> RecipeFile:
 
 
 def _check_schemes(rf: RecipeFile, shown: str) -> None:
-    """Every `scheme:` a compressed-tensors preset the pipeline supports, named with its line."""
+    """What the pipeline itself reads from the modifiers (before llm-compressor checks the
+    rest): `ignore` / `targets` are names or lists of names; every `scheme:` a compressed-tensors
+    preset the pipeline supports. Each refusal names its line."""
     for stage, groups in rf.spec.quantization.items():
         for group, mods in groups.items():
             for name, args in mods.items():
-                value = (args or {}).get("scheme")
-                names = list(value) if isinstance(value, dict) else [value] if value else []
-                for scheme_name in names:
-                    problem = schemes.check_name(scheme_name)
-                    if problem:
-                        line = line_of(rf.text, ("quantization", stage, group, name, "scheme"))
-                        where = f"{shown}:{line}" if line else shown
-                        raise UserError(f"{where}: {name}: {problem}")
+
+                def refuse(key: str, problem: str, name=name, group=group, stage=stage):
+                    line = line_of(rf.text, ("quantization", stage, group, name, key))
+                    where = f"{shown}:{line}" if line else shown
+                    raise UserError(f"{where}: {name}: {problem}")
+
+                if args is not None and not isinstance(args, dict):
+                    refuse("", f"arguments must be a mapping (got {args!r})")
+                args = args or {}
+                for key in ("ignore", "targets"):
+                    value = args.get(key, [])
+                    names = [value] if isinstance(value, str) else value
+                    if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+                        refuse(
+                            key, f"{key} must be a module name or a list of them (got {value!r})"
+                        )
+                value = args.get("scheme")
+                if value is not None and not isinstance(value, (str, dict)):
+                    refuse("scheme", f"scheme must be a preset name (got {value!r})")
+                for scheme_name in (
+                    list(value) if isinstance(value, dict) else [value] if value else []
+                ):
+                    if problem := schemes.check_name(scheme_name):
+                        refuse("scheme", problem)

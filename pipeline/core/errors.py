@@ -7,6 +7,8 @@ Messages are for people and may be reworded; programs (nightly) read `reason`, n
 A failed gate is no exception: the results are complete, and the flow reports it (exit 3).
 """
 
+import os
+
 
 class PipelineError(Exception):
     exit_code = 1
@@ -63,3 +65,8 @@ def first_line(e: BaseException) -> str:
 def clip(text: str, limit: int = 80) -> str:
     """User input quoted in a message, cut to a readable length."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def debugging() -> bool:
+    """`--debug`: a traceback with every error, a user's mistake included."""
+    return os.environ.get("PIPELINE_DEBUG") == "1"

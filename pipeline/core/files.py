@@ -38,8 +38,11 @@ def staging_dir(final: Path) -> Iterator[Path]:
     stale ones from killed runs are removed on the next attempt.
     """
     final.parent.mkdir(parents=True, exist_ok=True)
-    for stale in final.parent.glob(f".{final.name}.partial-*"):
-        shutil.rmtree(stale, ignore_errors=True)
+    # a killed run's half-written folder; or, killed between the two renames below, the
+    # previous `final` (its manifest entry already said "running": nothing marked done is lost)
+    for pattern in (f".{final.name}.partial-*", f".{final.name}.old-*"):
+        for stale in final.parent.glob(pattern):
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = final.parent / f".{final.name}.partial-{os.getpid()}"
     tmp.mkdir()
     try:

@@ -147,7 +147,17 @@ def to_folder(target: Target, folder: Path, force: bool) -> dict:
     A folder not published by this pipeline is refused, or with --force moved aside (kept)."""
     dest = target.path
     if check_folder(target, force):
-        os.replace(dest, dest.parent / f"{dest.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}")
+        os.replace(dest, _aside(dest))
     with staging_dir(dest) as tmp:
         shutil.copytree(folder, tmp, dirs_exist_ok=True)
     return {"path": str(dest), "files": sum(1 for p in dest.rglob("*") if p.is_file())}
+
+
+def _aside(dest: Path) -> Path:
+    """A name beside `dest` that nothing holds yet: a take-over keeps what it moves."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for n in range(1000):
+        aside = dest.parent / (f"{dest.name}.replaced-{stamp}" + (f"-{n}" if n else ""))
+        if not aside.exists():
+            return aside
+    raise UserError(f"{dest.parent} holds 1,000 folders named {dest.name}.replaced-{stamp}*")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config import recipe
-from pipeline.core import environment, progress
+from pipeline.core import environment, progress, quiet
 from pipeline.core.errors import UserError
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, check_source, load_texts
@@ -55,6 +55,11 @@ class QuantizeStage:
     @property
     def artifact(self) -> Path:
         return self.rundir.path / ARTIFACT
+
+    @property
+    def log(self) -> Path:
+        """Where llm-compressor's and transformers' messages go (pipeline/core/quiet.py)."""
+        return self.rundir.path / "logs" / "quantize.log"
 
     @classmethod
     def prepare(
@@ -165,15 +170,16 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
     from pipeline.quantize.artifact import size_metrics
 
     steps = progress.bar(total=3, desc=f"quantize {job.ref.name} × {job.recipe.name}", unit="step")
-    routed = _oneshot(job, out, steps)
-    steps.set_postfix_str("measuring", refresh=False)
-    metrics = size_metrics(out, job.model_path, job.recipe.scheme())
-    if metrics["ratio_to_theoretical"] < 1:  # smaller than its own ideal: the count is wrong
-        raise RuntimeError(
-            f"artifact check: {metrics['tensor_bytes']:,} bytes is below the scheme's ideal "
-            f"{metrics['theoretical_bytes']:,}: quantized parameters miscounted"
-        )
-    metrics["reload"] = verify.reload(out, metrics["total_params"])
+    with quiet.to_log(job.log, llmcompressor=True):
+        routed = _oneshot(job, out, steps)
+        steps.set_postfix_str("measuring", refresh=False)
+        metrics = size_metrics(out, job.model_path, job.recipe.scheme())
+        if metrics["ratio_to_theoretical"] < 1:  # smaller than its own ideal: a miscount
+            raise RuntimeError(
+                f"artifact check: {metrics['tensor_bytes']:,} bytes is below the scheme's ideal "
+                f"{metrics['theoretical_bytes']:,}: quantized parameters miscounted"
+            )
+        metrics["reload"] = verify.reload(out, metrics["total_params"])
     steps.update()
     steps.close()
     metrics["peak_rss_bytes"] = environment.peak_rss_bytes()
@@ -191,9 +197,10 @@ def _oneshot(job: QuantizeStage, out: Path, steps) -> dict | None:
 
     from pipeline.quantize.compat import patch_llmcompressor_for_cpu
 
-    # The recipe check imported llm-compressor with its logs off; a run shows them (and
-    # GPTQ needs the METRIC log level that only an enabled configuration registers).
-    configure_logger(LoggerConfig())
+    if quiet.verbose():
+        # The recipe check imported llm-compressor with its logs off; -v shows them (and GPTQ
+        # needs the METRIC log level that only an enabled configuration registers).
+        configure_logger(LoggerConfig())
     patch_llmcompressor_for_cpu()
     steps.set_postfix_str("loading model", refresh=False)
     # Into CPU RAM: llm-compressor's sequential pipeline onloads one layer at a time to the GPU.

@@ -112,3 +112,13 @@ def test_scheme_names_are_compressed_tensors_presets():
     from pipeline.config.schemes import PRESET_NAMES, PRESETS
 
     assert set(PRESET_NAMES) == set(PRESET_SCHEMES) and set(PRESETS) <= set(PRESET_NAMES)
+
+
+def test_debug_shows_the_traceback_of_a_mistake(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("PIPELINE_DEBUG", "0")  # restored (unset) after the test
+    assert main(["quantize", "--recipe", "nope"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert main(["quantize", "--recipe", "nope", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().splitlines()[-1].startswith("error: unknown recipe")

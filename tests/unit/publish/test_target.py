@@ -71,3 +71,13 @@ def test_a_file_target_never_overlaps_the_pipelines_own_folders(tmp_path, monkey
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith("error: file target") and word in line, line
     assert not runs.exists() and not (REPO / "exported").exists()
+
+
+def test_two_take_overs_in_one_second_keep_both_old_folders(tmp_path):
+    from pipeline.publish.upload import _aside
+
+    dest = tmp_path / "acme" / "m"
+    first = _aside(dest)
+    first.mkdir(parents=True)
+    second = _aside(dest)
+    assert second != first and not second.exists() and second.name.startswith("m.replaced-")

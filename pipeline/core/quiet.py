@@ -1,0 +1,71 @@
+"""Library chatter to a log file in the run folder, not the terminal.
+
+llm-compressor logs every module it quantizes (INFO, and GPTQ's METRIC lines above WARNING),
+transformers and torch warn about things users cannot act on ("Attempting to save a model with
+offloaded modules"). Inside `to_log(path)` they go to `path`; the terminal keeps errors, the
+pipeline's own lines and progress bars. `-v` (PIPELINE_VERBOSE=1) leaves everything on the
+terminal, as before.
+"""
+
+import contextlib
+import logging
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def verbose() -> bool:
+    return os.environ.get("PIPELINE_VERBOSE") == "1"
+
+
+@contextlib.contextmanager
+def to_log(path: Path, llmcompressor: bool = False) -> Iterator[None]:
+    """`llmcompressor`: also route its loguru logger (importing it costs seconds: only where
+    it is used)."""
+    if verbose():
+        yield
+        return
+    import transformers
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    hf = transformers.utils.logging
+    hf.disable_default_handler()
+    hf.add_handler(handler)
+    # torch's own loggers (e.g. torch.fx's tracing warning) and Python warnings
+    saved = {}
+    for name in ("torch", "py.warnings", "datasets", "accelerate"):
+        log = logging.getLogger(name)
+        saved[name] = (log.handlers[:], log.propagate)
+        log.handlers[:] = [handler]
+        log.propagate = False
+    sink = _loguru_to(path) if llmcompressor else None
+    logging.captureWarnings(True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            yield
+    finally:
+        logging.captureWarnings(False)
+        if sink is not None:
+            from loguru import logger
+
+            logger.remove(sink)
+        for name, (handlers, propagate) in saved.items():
+            log = logging.getLogger(name)
+            log.handlers[:], log.propagate = handlers, propagate
+        hf.remove_handler(handler)
+        hf.enable_default_handler()
+        handler.close()
+
+
+def _loguru_to(path: Path) -> int:
+    from llmcompressor.logger import LoggerConfig, configure_logger
+    from loguru import logger
+
+    # GPTQ needs the METRIC level that only an enabled configuration registers: keep it on,
+    # its console at ERROR (METRIC is 38), everything readable in the file
+    configure_logger(LoggerConfig(console_log_level="ERROR"))
+    return logger.add(path, level="INFO", format="{time:HH:mm:ss} {name} {level} {message}")
