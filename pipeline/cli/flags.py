@@ -62,6 +62,8 @@ def add(
             )
         elif typing.get_origin(kind) is list:
             parser.add_argument(flag(name), type=_int_list, metavar="N,N,…", help=help_text)
+        elif typing.get_origin(kind) is typing.Literal:
+            parser.add_argument(flag(name), choices=typing.get_args(kind), help=help_text)
         else:
             parser.add_argument(flag(name), type=kind, help=help_text)
 

@@ -401,6 +401,8 @@ def cmd_clean_cache(args) -> Outcome:
 
     if args.keep < 1:
         raise UserError(f"--keep must be >= 1: the latest result is always kept (got {args.keep})")
+    if args.max_mib is not None and not 0 <= args.max_mib < float("inf"):
+        raise UserError(f"--max-mib must be a size ≥ 0 (got {args.max_mib})")
     cap = int(args.max_mib * MIB) if args.max_mib is not None else None
     removed = []
     root = runs_root()

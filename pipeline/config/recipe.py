@@ -86,11 +86,17 @@ class ServeSettings(Strict):
     max_model_len: int | None = Field(None, gt=0, description="default: the model's, ≤ 4096")
     tensor_parallel_size: int = Field(1, gt=0)
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    dtype: str = "auto"
-    kv_cache_dtype: str = Field("auto", description="auto | fp8 | fp8_e4m3 | fp8_e5m2")
+    dtype: Literal["auto", "bfloat16", "float16", "half", "float", "float32"] = "auto"
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
+        "auto", description="auto | fp8 | fp8_e4m3 | fp8_e5m2"
+    )
     enforce_eager: bool = Field(False, description="no CUDA graphs / torch.compile (faster start)")
     cpu_kvcache_space_gib: float = Field(1, gt=0, description="CPU only: VLLM_CPU_KVCACHE_SPACE")
-    cpu_omp_threads_bind: str | None = Field(None, description="CPU: VLLM_CPU_OMP_THREADS_BIND")
+    cpu_omp_threads_bind: str | None = Field(
+        None,
+        description="CPU: VLLM_CPU_OMP_THREADS_BIND (auto, nobind, or cores like 0-31|32-63)",
+        pattern=r"^(auto|nobind|\d+(-\d+)?(,\d+(-\d+)?)*(\|\d+(-\d+)?(,\d+(-\d+)?)*)*)$",
+    )
     startup_timeout_s: int = Field(900, gt=0)
     seed: int = 0
 

@@ -37,6 +37,8 @@ def explain(error: ValidationError, model: type[BaseModel], source: str, text: s
         return f"{where}: unknown key '{dotted}'" + (f" (valid here: {valid})" if valid else "")
     if first["type"] == "missing":
         return f"{where}: missing key '{dotted}'"
+    if not loc:  # the document itself has the wrong shape
+        return f"{where}: must be a mapping of keys (got {repr(first.get('input'))[:60]})"
     got = repr(first.get("input"))
     got = got if len(got) <= 60 else got[:57] + "..."
     return f"{where}: {dotted}: {first['msg']} (got {got})"

@@ -47,6 +47,10 @@ def names() -> list[str]:
 
 
 def resolve(name: str, revision: str | None = None) -> ModelRef:
+    if not name.strip():
+        raise UserError(f"no model given; valid: {', '.join(names())}, a hub id or a folder")
+    if revision and (name == TINY or exists(Path(name).expanduser())):
+        raise UserError(f"--revision applies to hub models, not {clip(name)}")
     if name == TINY:
         return ModelRef(name=TINY, source="tiny")
     if name in ALIASES:

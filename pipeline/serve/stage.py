@@ -55,6 +55,7 @@ class ServeStage(AfterQuantize):
         serving_env.require("serve")
         base = q.recipe.spec.serve.model_dump()
         settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
+        check_fit(settings, q.config)
         serving_env.require_scheme(q.recipe.scheme(), "serve")
         serving_env.require_moe(q.recipe.scheme(), q.config, "serve")
         serving_env.require_kv_cache(
@@ -176,6 +177,25 @@ def _host_inputs() -> dict:
         "cpu_count": host["cpu_count"],
         "gpus": host["gpus"],
     }
+
+
+@contextlib.contextmanager
+def check_fit(settings: ServeSettings, config: dict) -> None:
+    """What vLLM would refuse at start-up, after minutes of quantizing: refused up front."""
+    heads = config.get("num_attention_heads") or 1
+    tp = settings.tensor_parallel_size
+    if heads % tp:
+        valid = [n for n in range(1, heads + 1) if heads % n == 0]
+        raise UserError(
+            f"tensor_parallel_size {tp} does not divide the model's {heads} attention heads "
+            f"(valid: {', '.join(map(str, valid[:8]))})"
+        )
+    longest = config.get("max_position_embeddings")
+    if settings.max_model_len and longest and settings.max_model_len > longest:
+        raise UserError(
+            f"max_model_len {settings.max_model_len:,} is longer than the model's "
+            f"max_position_embeddings {longest:,}"
+        )
 
 
 @contextlib.contextmanager

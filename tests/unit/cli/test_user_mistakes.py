@@ -87,6 +87,29 @@ CASES = {
     ),
     "very long recipe name": (lambda t: ["quantize", "--recipe", LONG], "unknown recipe 'xxx"),
     "empty hub target": (lambda t: ["publish", "--repo", "hf://"], "'hf://' names no repo"),
+    "empty model": (lambda t: ["quantize", "--model", ""], "no model given; valid: tiny-llama"),
+    "revision of a local model": (
+        lambda t: ["quantize", "--revision", "abc"],
+        "--revision applies to hub models, not tiny-llama",
+    ),
+    "negative cache size": (lambda t: ["clean-cache", "--max-mib", "-5"], "--max-mib must be"),
+    "tensor parallel size": (
+        lambda t: ["serve", "--tensor-parallel-size", "3"],
+        "tensor_parallel_size 3 does not divide the model's 4 attention heads (valid: 1, 2, 4)",
+    ),
+    "context beyond the model's": (
+        lambda t: ["serve", "--max-model-len", "99999"],
+        "max_model_len 99,999 is longer than the model's max_position_embeddings",
+    ),
+    "vLLM dtype": (lambda t: ["serve", "--dtype", "foo"], "invalid choice: 'foo'"),
+    "thread binding": (
+        lambda t: ["serve", "--cpu-omp-threads-bind", "zz"],
+        "cpu_omp_threads_bind: String should match pattern",
+    ),
+    "matrix that is not a mapping": (
+        lambda t: ["nightly", "--matrix", _file(t, "m.yaml", "x")],
+        "m.yaml: must be a mapping of keys (got 'x')",
+    ),
 }
 
 
