@@ -58,7 +58,7 @@ def to_hub(
             shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
             raise UserError(
                 f"{repo} already holds other content ({shown}), not published by this "
-                "pipeline; choose another REPO or --force to add to it"
+                "pipeline; choose another REPO or --take-over to add to it"
             )
         if branch and branch != "main":
             api.create_branch(repo, branch=branch, exist_ok=True)
@@ -137,14 +137,14 @@ def check_folder(target: Target, force: bool) -> bool:
     if foreign and not force:
         raise UserError(
             f"{dest} already holds other content, not published by this pipeline; choose "
-            "another folder or --force (the old folder is kept beside it)"
+            "another folder or --take-over (the old folder is kept beside it)"
         )
     return foreign
 
 
 def to_folder(target: Target, folder: Path, force: bool) -> dict:
     """Copy beside the destination, then rename into place: a reader never sees half a repo.
-    A folder not published by this pipeline is refused, or with --force moved aside (kept)."""
+    A folder not published by this pipeline is refused, or with --take-over moved aside (kept)."""
     dest = target.path
     if check_folder(target, force):
         os.replace(dest, _aside(dest))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config import recipe
+from pipeline.config.strict import validated
 from pipeline.core import environment, progress, quiet
 from pipeline.core.errors import UserError
 from pipeline.core.rundir import RunDir, StageEntry
@@ -71,10 +72,6 @@ class QuantizeStage:
         revision: str | None = None,
     ) -> "QuantizeStage":
         """Resolve and validate everything from names and configs; no weights, no writes."""
-        if num_samples is not None and num_samples < 0:
-            raise UserError(f"--num-samples must be >= 0 (got {num_samples})")
-        if max_seq_length is not None and max_seq_length <= 0:
-            raise UserError(f"--max-seq-length must be > 0 (got {max_seq_length})")
         ref = aliases.resolve(model, revision)
         rf = recipe.load(recipe_name)
         config = aliases.load_config(ref)
@@ -89,7 +86,8 @@ class QuantizeStage:
             updates["num_samples"] = num_samples
         if max_seq_length is not None:
             updates["max_seq_length"] = max_seq_length
-        cal = cal.model_copy(update=updates)
+        # the recipe's own ranges check the command line's values (one definition)
+        cal = validated(recipe.Calibration, {**cal.model_dump(), **updates}, "calibration")
         if cal.num_samples == 0 and plan.needs_calibration(rf):
             raise UserError(
                 f"recipe {rf.name} needs calibration data (its modifiers observe activations or "

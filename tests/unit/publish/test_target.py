@@ -7,6 +7,7 @@ import pytest
 from pipeline.core.errors import UserError
 from pipeline.publish.target import parse
 from tests.conftest import REPO, cli
+from tests.unit.cli.test_main import finished_quantize
 
 
 def test_hub_targets():
@@ -81,3 +82,17 @@ def test_two_take_overs_in_one_second_keep_both_old_folders(tmp_path):
     first.mkdir(parents=True)
     second = _aside(dest)
     assert second != first and not second.exists() and second.name.startswith("m.replaced-")
+
+
+def test_force_never_takes_over_a_folder_we_did_not_publish(tmp_path):
+    """--force skips the readiness checks only; someone's folder needs --take-over."""
+    theirs = tmp_path / "hub" / "acme" / "model"
+    theirs.mkdir(parents=True)
+    (theirs / "weights.bin").write_bytes(b"someone else's")
+    finished_quantize(tmp_path / "runs")  # eval and serve missing: --force ignores that
+    result = cli("publish", "--recipe", "fp8", "--repo", f"file://{theirs}", "--force",
+                 runs=tmp_path / "runs")  # fmt: skip
+    assert result.returncode == 2
+    assert "already holds other content" in result.stderr and "--take-over" in result.stderr
+    assert [p.name for p in theirs.iterdir()] == ["weights.bin"]
+    assert not list(theirs.parent.glob("model.replaced-*"))
