@@ -13,8 +13,9 @@ GIB = 2**30
 def test_tiny_llama_kv_tokens_for_a_1gib_pool(tiny_model):
     """What vLLM's CPU engine reported for a 1 GiB pool (tests/e2e/serve checks it live)."""
     config = json.loads((tiny_model / "config.json").read_text())
-    assert planner.kv_tokens(GIB, config, "auto") == 524_288
-    assert planner.kv_tokens(GIB, config, "fp8") == 1_048_576
+    # full attention: the pool's tokens (512-token requests, vLLM's 128-token CPU blocks)
+    assert planner.kv_tokens(GIB, config, "auto", 512, 128, 2048) == 524_288
+    assert planner.kv_tokens(GIB, config, "fp8", 512, 128, 2048) == 1_048_576
 
 
 @pytest.mark.slow

@@ -151,7 +151,7 @@ def test_engine_sizes_the_fp8_kv_pool_as_planned(quantized, tmp_path, tiny_model
             facts = engine_facts.from_log(log.read_text())
     assert not vllm_processes()
     config = json.loads((tiny_model / "config.json").read_text())
-    planned = planner.kv_tokens(2**30, config, "fp8")
+    planned = planner.kv_tokens(2**30, config, "fp8", 512, 128, 2048)  # max_model_len 512
     assert planned == 1_048_576  # 1 GiB / (4 layers × 2 KV heads × 64 × 2 (K, V) × 1 byte)
     assert facts.get("kv_cache_tokens") == pytest.approx(planned, rel=0.02), procs.tail(log, 30)
 
