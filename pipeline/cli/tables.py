@@ -78,12 +78,15 @@ def serve_table(results: ServeResults) -> str:
             (row.itl_median_ms, 11),
             (row.itl_p99_ms, 8),
         ):
-            cells.append(f"{_latency(pair):>{width}} {_x(pair.ratio):>6}")
+            cells.append(f"{_latency(pair):>{width}} {_x(pair.ratio, pair.note):>6}")
         lines.append(" ".join(cells))
     lines.append(
         f"  latencies shown are the quantized model's; ratio = quantized / original "
         f"(throughput: higher is better; latency: lower). Original: {results.original.served_name}."
     )
+    notes = {p.note for row in c.levels for p in (row.ttft_median_ms, row.itl_median_ms) if p.note}
+    notes |= {p.note for row in c.levels for p in (row.ttft_p99_ms, row.itl_p99_ms) if p.note}
+    lines += [f"  — {note}" for note in sorted(notes)]
     return "\n".join(lines)
 
 
@@ -124,8 +127,10 @@ def _num(value, scale: float) -> str:
     return f"{v:,.0f}" if v >= 1000 else f"{v:,.2f}"
 
 
-def _x(ratio) -> str:
-    return f"{ratio:.3f}×" if ratio is not None else "n/a"
+def _x(ratio, note: str | None = None) -> str:
+    if ratio is None:
+        return "—" if note else "n/a"
+    return f"{ratio:.3f}×"
 
 
 def _pct(ratio) -> str:

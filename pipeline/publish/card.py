@@ -315,7 +315,8 @@ def _pair(cell: Pair, fmt: str) -> str:
     a, b = cell.original, cell.quantized
     if a is None or b is None:
         return "n/a"
-    return f"{fmt.format(a)} → {fmt.format(b)} ({_ratio(cell.ratio)})"
+    ratio = "— below the resolution floor" if cell.note else _ratio(cell.ratio)
+    return f"{fmt.format(a)} → {fmt.format(b)} ({ratio})"
 
 
 def _ratio(value) -> str:

@@ -69,6 +69,7 @@ class Pair(BaseModel):
     original: float | None
     quantized: float | None
     ratio: float | None = Field(description="quantized / original")
+    note: str | None = Field(None, description="why there is no ratio (e.g. a resolution floor)")
 
 
 class MemoryComparison(BaseModel):
