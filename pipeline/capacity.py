@@ -57,6 +57,9 @@ def gpu_bytes(name: str) -> int:
     raise UserError(f"unknown GPU '{name}'; known: {', '.join(GPUS)}, or a size like 24GiB")
 
 
+CPU_SCHEDULED_TOKENS = 2_048  # vLLM 0.32's max_num_batched_tokens for `vllm serve` on CPU
+
+
 def scheduled_tokens(gpu_name: str, gpu: int) -> int:
     """vLLM 0.32's default max_num_batched_tokens for `vllm serve` on this GPU (what a sliding
     window keeps beyond its window): 16,384 from 160 GiB, 8,192 on H100/H200-class, else 2,048."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from pipeline.config import recipe
 from pipeline.config.strict import validated
 from pipeline.core import environment, progress, quiet
-from pipeline.core.errors import UserError
+from pipeline.core.errors import ArtifactCheckError, UserError
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, check_source, load_texts
 from pipeline.models import aliases, integrity
@@ -173,7 +173,7 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
         steps.set_postfix_str("measuring", refresh=False)
         metrics = size_metrics(out, job.model_path, job.recipe.scheme())
         if metrics["ratio_to_theoretical"] < 1:  # smaller than its own ideal: a miscount
-            raise RuntimeError(
+            raise ArtifactCheckError(
                 f"artifact check: {metrics['tensor_bytes']:,} bytes is below the scheme's ideal "
                 f"{metrics['theoretical_bytes']:,}: quantized parameters miscounted"
             )

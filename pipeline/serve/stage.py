@@ -146,8 +146,10 @@ class ServeStage(AfterQuantize):
                 self.settings.kv_cache_dtype,
             ),
         )
-        # vLLM's default max_num_batched_tokens for `vllm serve` (what a sliding window adds)
-        scheduled = 2048 if serving_env.capabilities()["device"] == "cpu" else 8192
+        # vLLM's default max_num_batched_tokens for `vllm serve` (what a sliding window adds);
+        # on GPUs the H100-class default (serve settings do not name the GPU)
+        on_cpu = serving_env.capabilities()["device"] == "cpu"
+        scheduled = capacity.CPU_SCHEDULED_TOKENS if on_cpu else 8_192
         out = {}
         for side, measured, weights, kv in sides:
             engine = measured.engine
@@ -179,7 +181,6 @@ def _host_inputs() -> dict:
     }
 
 
-@contextlib.contextmanager
 def check_fit(settings: ServeSettings, config: dict) -> None:
     """What vLLM would refuse at start-up, after minutes of quantizing: refused up front."""
     heads = config.get("num_attention_heads") or 1
