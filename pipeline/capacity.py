@@ -95,6 +95,15 @@ def kv_tokens(
     return int(pool_bytes // per_block / blocks_per_request * max_model_len)
 
 
+def max_requests(
+    pool_bytes: int, config: dict, kv_dtype: str, tokens: int, block: int, scheduled: int
+) -> int:
+    """Requests of `tokens` tokens each the pool holds at once: the memory-bound concurrency."""
+    size = element_bytes(kv_dtype)
+    per_request = kv_layout.bytes_per_sequence(config, size, tokens, scheduled, block=block)
+    return int(pool_bytes // per_request)
+
+
 @dataclass
 class Row:
     recipe: str

@@ -8,6 +8,7 @@ recorded as such and the others run: what nightly wants on a mixed fleet.
 """
 
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,6 +76,7 @@ def run(flow: Flow, show: dict[str, Show], force: set[str] = frozenset()) -> Out
 
 
 def _one(stage, show: Show | None, force: bool) -> StageOutcome:
+    started = time.monotonic()
     try:
         entry, cached = execute(stage, force=force)
     except PipelineError as e:
@@ -93,6 +95,7 @@ def _one(stage, show: Show | None, force: bool) -> StageOutcome:
         fingerprint=entry.fingerprint,
         metrics=entry.metrics,
         paths={k: str(stage.rundir.path / v) for k, v in entry.outputs.items()},
+        seconds=round(time.monotonic() - started, 2),
     )
     if stage.name == "eval":
         results = stage.load_results(entry)

@@ -10,6 +10,7 @@ from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import sha256_text, write_json_atomic
 from pipeline.core.paths import REPO, VLLM_SCRIPTS, cache_root
 
+ALIAS_INSTALLER = "quant-pipeline"
 SERVE_PYTHON = Path(os.environ.get("SERVE_PYTHON", REPO / ".venv-serve" / "bin" / "python"))
 
 
@@ -26,6 +27,9 @@ def version() -> str | None:
     """The serving env's vLLM version, from its package metadata (no import: vLLM is slow)."""
     prefix = SERVE_PYTHON.parent.parent
     for meta in sorted(prefix.glob("lib/python*/site-packages/vllm*.dist-info/METADATA")):
+        installer = meta.parent / "INSTALLER"
+        if installer.is_file() and installer.read_text().strip() == ALIAS_INSTALLER:
+            continue  # vllm_scripts/alias_metadata.py's alias: the real wheel is beside it
         for line in meta.read_text(errors="replace").splitlines():
             if line.startswith("Version:"):
                 return f"{meta.parent.name.split('-')[0]} {line.split(':', 1)[1].strip()}"

@@ -42,6 +42,8 @@ def eval_(stage, entry, cached: bool) -> None:
         f"{results.backend} ({results.dtype}{kv}), reference keeps "
         f"{100 * results.reference_mass:g}% of the original's probability per token"
     )
+    if stage.backend_reason and results.backend == stage.backend:
+        print(f"  backend   {results.backend}, chosen by auto: {stage.backend_reason}")
     print(eval_table(results))
     print(f"  results   {stage.rundir.path / entry.outputs['results']}")
 
@@ -49,7 +51,10 @@ def eval_(stage, entry, cached: bool) -> None:
 def serve(stage, entry, cached: bool) -> None:
     results = stage.load_results(entry)
     q = stage.quantize
-    base = "cached" if results.original_cached else "measured now"
+    if results.comparison.paired:
+        base = "served beside it, benchmarked alternately"
+    else:
+        base = "its cached reference" if results.original_cached else "measured alone"
     print(f"serve {q.ref.name} × {q.recipe.name}: {_state(entry, cached)}; original model: {base}")
     print(serve_table(results))
     print(f"  results   {stage.rundir.path / entry.outputs['results']}")

@@ -47,46 +47,83 @@ def _score(value: float, stderr: float | None) -> str:
 
 
 def serve_table(results: ServeResults) -> str:
-    """Memory and, per concurrency, throughput and latency: original, quantized, ratio."""
+    """Memory, per concurrency throughput and latency (original, quantized, paired ratio with its
+    range over the repeats), then SLO capacity."""
     c = results.comparison
-    lines = [f"{'memory':<26} {'original':>14} {'quantized':>14} {'ratio':>8}"]
+    lines = [f"{'memory':<30} {'original':>14} {'quantized':>14} {'ratio':>8}"]
     rows = [
         ("checkpoint (MiB)", c.memory.checkpoint_bytes, 1 / 2**20),
         ("weights in vLLM (GiB)", c.memory.weights_gib, 1.0),
+        ("engine PSS after load (MiB)", c.memory.engine_bytes_after_load, 1 / 2**20),
+        ("engine PSS after bench (MiB)", c.memory.engine_bytes_after_bench, 1 / 2**20),
         ("KV cache (tokens)", c.memory.kv_cache_tokens, 1.0),
         (f"max concurrency @ {results.quantized.max_model_len:,}", c.memory.max_concurrency, 1.0),
     ]
     for label, pair, scale in rows:
         lines.append(
-            f"{label:<26} {_num(pair.original, scale):>14} {_num(pair.quantized, scale):>14} "
+            f"{label:<30} {_num(pair.original, scale):>14} {_num(pair.quantized, scale):>14} "
             f"{_x(pair.ratio):>8}"
         )
+    how = (
+        f"paired: both served at once, {c.repeats} alternating runs each per level; "
+        "ratio = median of the paired ratios [lowest–highest]"
+        if c.paired
+        else "against the cached original (measured alone at another time; no spread)"
+    )
+    lines.append(f"per concurrency ({how})")
+    metrics = (
+        ("out tok/s", "output_tok_s"),
+        ("TTFT p50 ms", "ttft_median_ms"),
+        ("TTFT p99 ms", "ttft_p99_ms"),
+        ("TPOT p50 ms", "tpot_median_ms"),
+        ("ITL p50 ms", "itl_median_ms"),
+        ("ITL p99 ms", "itl_p99_ms"),
+        ("E2E p50 ms", "e2el_median_ms"),
+    )
     lines.append(
-        f"{'concurrency':>11} {'out tok/s orig':>15} {'quant':>9} {'ratio':>7} "
-        f"{'TTFT p50 ms':>12} {'ratio':>6} {'TTFT p99':>9} {'ratio':>6} "
-        f"{'ITL p50 ms':>11} {'ratio':>6} {'ITL p99':>8} {'ratio':>6}"
+        f"{'c':>5} {'metric':<12} {'original':>10} {'quantized':>10} {'ratio':>8} {'range':>13}"
     )
     for row in c.levels:
-        t = row.output_tok_s
-        cells = [
-            f"{row.concurrency:>11}",
-            f"{t.original:>15.1f} {t.quantized:>9.1f} {_x(t.ratio):>7}",
-        ]
-        for pair, width in (
-            (row.ttft_median_ms, 12),
-            (row.ttft_p99_ms, 9),
-            (row.itl_median_ms, 11),
-            (row.itl_p99_ms, 8),
-        ):
-            cells.append(f"{_latency(pair):>{width}} {_x(pair.ratio, pair.note):>6}")
-        lines.append(" ".join(cells))
+        for label, key in metrics:
+            pair = getattr(row, key)
+            spread = f"{pair.spread[0]:.3f}–{pair.spread[1]:.3f}" if pair.spread else ""
+            lines.append(
+                f"{row.concurrency:>5} {label:<12} {_num(pair.original, 1.0):>10} "
+                f"{_num(pair.quantized, 1.0):>10} {_x(pair.ratio, pair.note):>8} {spread:>13}"
+            )
     lines.append(
-        f"  latencies shown are the quantized model's; ratio = quantized / original "
-        f"(throughput: higher is better; latency: lower). Original: {results.original.served_name}."
+        "  ratio = quantized / original (throughput: higher is better; latency: lower). "
+        f"Original: {results.original.served_name}."
     )
-    notes = {p.note for row in c.levels for p in (row.ttft_median_ms, row.itl_median_ms) if p.note}
-    notes |= {p.note for row in c.levels for p in (row.ttft_p99_ms, row.itl_p99_ms) if p.note}
-    lines += [f"  — {note}" for note in sorted(notes)]
+    notes = {getattr(row, key).note for row in c.levels for _, key in metrics}
+    lines += [f"  — {note}" for note in sorted(n for n in notes if n)]
+    lines.append(slo_lines(results))
+    return "\n".join(lines)
+
+
+def slo_lines(results: ServeResults) -> str:
+    slo = results.slo
+    levels = ",".join(map(str, results.settings.concurrency))
+    lines = [
+        f"SLO: TTFT ≤ {slo.ttft_ms:g} ms and TPOT ≤ {slo.tpot_ms:g} ms for "
+        f"{100 * slo.attainment:g}% of requests (levels measured: {levels})"
+    ]
+    for name, side in (("original", slo.original), ("quantized", slo.quantized)):
+        if side.capacity is None:
+            met = "met at no level measured"
+        else:
+            more = "+" if side.capacity_is_lower_bound else ""
+            goodput = side.goodput_requests_s
+            met = f"met up to c={side.capacity}{more}" + (
+                f" (goodput {goodput:.2f} req/s)" if goodput is not None else ""
+            )
+        bound = side.memory_bound_concurrency
+        limit = f"; limited by {side.limited_by}" if side.limited_by else ""
+        lines.append(
+            f"  {name:<10} {met}; memory-bound concurrency "
+            f"{f'{bound:,}' if bound is not None else 'n/a'} (KV pool / "
+            f"{results.settings.input_len + results.settings.output_len}-token requests){limit}"
+        )
     return "\n".join(lines)
 
 
@@ -105,12 +142,29 @@ def run_table(quality: EvalResults | None, serving: ServeResults | None, title: 
         top = max(serving.comparison.levels, key=lambda r: r.concurrency, default=None)
         lines.append(f"  checkpoint            {_x(mem.checkpoint_bytes.ratio)} of the original")
         lines.append(f"  KV cache capacity     {_x(mem.kv_cache_tokens.ratio)} the original's")
-        if top:
+        if mem.engine_bytes_after_bench.ratio is not None:
             lines.append(
-                f"  output tok/s @ c={top.concurrency:<4} {_x(top.output_tok_s.ratio)}; "
-                f"TTFT p50 {_x(top.ttft_median_ms.ratio)}; ITL p50 "
-                f"{_x(top.itl_median_ms.ratio)} (quantized / original)"
+                f"  engine memory (PSS)   {_x(mem.engine_bytes_after_bench.ratio)} the original's"
             )
+        if top:
+            t = top.output_tok_s
+            spread = f" [{t.spread[0]:.3f}–{t.spread[1]:.3f}]" if t.spread else ""
+            lines.append(
+                f"  output tok/s @ c={top.concurrency:<4} {_x(t.ratio)}{spread}; "
+                f"TTFT p50 {_x(top.ttft_median_ms.ratio, top.ttft_median_ms.note)}; TPOT p50 "
+                f"{_x(top.tpot_median_ms.ratio, top.tpot_median_ms.note)} (quantized / original"
+                f"{', paired' if serving.comparison.paired else ', cached original'})"
+            )
+        capacities = [
+            f"{name} c={side.capacity}{'+' if side.capacity_is_lower_bound else ''}"
+            if side.capacity is not None
+            else f"{name} none"
+            for name, side in (
+                ("original", serving.slo.original),
+                ("quantized", serving.slo.quantized),
+            )
+        ]
+        lines.append(f"  SLO capacity          {', '.join(capacities)}")
     if quality:
         lines.append(f"  eval gates            {'passed' if quality.gates.passed else 'FAILED'}")
     return "\n".join(lines)

@@ -99,6 +99,19 @@ class ServeSettings(Strict):
     )
     startup_timeout_s: int = Field(900, gt=0)
     seed: int = 0
+    repeats: int = Field(
+        2, ge=1, le=10, description="benchmark runs per level and model, interleaved A/B/B/A"
+    )
+    original: Literal["paired", "cached"] = Field(
+        "paired",
+        description="paired: the original served beside the artifact and measured alternately "
+        "with it; cached: its stored reference measurement (taken at another time)",
+    )
+    slo_ttft_ms: float = Field(1000, gt=0, description="SLO: time to first token, ms")
+    slo_tpot_ms: float = Field(100, gt=0, description="SLO: time per output token, ms")
+    slo_attainment: float = Field(
+        0.9, gt=0, le=1, description="SLO: share of requests that must meet both targets"
+    )
 
 
 class Recipe(Strict):

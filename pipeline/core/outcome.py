@@ -23,6 +23,7 @@ class StageOutcome(BaseModel):
     fingerprint: str | None = None
     metrics: dict = Field(default_factory=dict)
     paths: dict[str, str] = Field(default_factory=dict)
+    seconds: float | None = Field(None, description="wall time of the stage in this command")
 
 
 class Outcome(BaseModel):

@@ -19,11 +19,21 @@ GRACE_SECONDS = 10.0
 
 @contextlib.contextmanager
 def group(
-    cmd: list[str], log_path: Path, env: dict | None = None, cwd: Path | None = None
+    cmd: list[str],
+    log_path: Path,
+    env: dict | None = None,
+    cwd: Path | None = None,
+    stdin: int | None = None,
 ) -> Iterator[subprocess.Popen]:
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=stdin,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
         )
         try:
             yield proc
@@ -48,6 +58,9 @@ def stop(proc: subprocess.Popen, grace: float = GRACE_SECONDS) -> None:
         time.sleep(0.1)
     _signal_group(proc.pid, signal.SIGKILL)
     proc.wait()
+    if proc.stdin:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
 
 
 def group_alive(pgid: int) -> bool:

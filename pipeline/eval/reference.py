@@ -13,28 +13,12 @@ import torch
 
 from pipeline.config.recipe import EvalSettings
 from pipeline.core import progress
-from pipeline.core.files import sha256_json, waiting_lock
 from pipeline.eval import drift
-
-FORMAT = "mass-v2"  # bump when the stored columns change: old references are then ignored
-
-
-def key(model_identity: dict, windows: torch.Tensor, settings: EvalSettings, backend: str) -> str:
-    import hashlib
-
-    tokens = hashlib.sha256(windows.numpy().tobytes()).hexdigest()
-    kept = [settings.reference_mass, settings.reference_max_k]
-    return sha256_json([FORMAT, model_identity, tokens, list(windows.shape), kept, backend])[:16]
 
 
 def bytes_per_token(ref: dict[str, torch.Tensor]) -> float:
     n = ref["target_logp"].numel()
     return sum(t.numel() * t.element_size() for t in ref.values()) / n
-
-
-def lock(folder: Path):
-    folder.mkdir(parents=True, exist_ok=True)
-    return waiting_lock(folder / ".lock")
 
 
 def load(folder: Path, name: str) -> dict | None:

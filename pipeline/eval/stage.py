@@ -13,17 +13,15 @@ recipes. Each backend and settings keep their own result.
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 from pipeline import serving_env
 from pipeline.config.recipe import EvalSettings
 from pipeline.core import environment
 from pipeline.core.errors import NotOnThisHost, UserError
-from pipeline.core.files import write_json_atomic
+from pipeline.core.files import sha256_json, write_json_atomic
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.data import texts
-from pipeline.eval import drift, reference, tasks
+from pipeline.eval import reference_key, tasks
 from pipeline.eval import results as eval_results
 from pipeline.eval.gates import check_gates
 from pipeline.eval.results import EvalResults
@@ -40,6 +38,7 @@ class EvalStage(AfterQuantize):
     quantize: QuantizeStage
     settings: EvalSettings
     backend: str
+    backend_reason: str | None = None  # why "auto" chose it
     name: str = "eval"
     folder: str = "eval"
     _windows: dict = field(default_factory=dict, repr=False)
@@ -51,22 +50,19 @@ class EvalStage(AfterQuantize):
 
     @classmethod
     def prepare(cls, q: QuantizeStage, backend: str | None = None) -> "EvalStage":
-        """Backend "auto": vLLM where the serving env exists and can run the scheme (and the
-        KV-cache dtype), else hf. hf measures an FP8 KV cache by compressed-tensors' emulation,
-        which needs the artifact's calibrated kv_cache_scheme."""
+        """Backend "auto": the faster of two equivalent ones — hf on CPU hosts, where it scores
+        both splits in seconds and vLLM's CPU engine takes minutes per model; vLLM on GPUs
+        where it runs the scheme (and the KV-cache dtype), else hf. hf measures an FP8 KV cache
+        by compressed-tensors' emulation, which needs the artifact's calibrated
+        kv_cache_scheme: without one only vLLM can."""
         settings = q.recipe.spec.eval
         texts.check_source(settings.dataset, settings.split, settings.text_column, "eval data")
         kv = settings.kv_cache_dtype
         chosen = backend or settings.backend
         scheme = q.recipe.scheme()
+        reason = None
         if chosen == "auto":
-            usable = serving_env.available() and serving_env.runs_scheme(scheme)
-            needed = serving_env.moe_kernel(scheme)
-            if usable and needed and experts(q.config):
-                usable = serving_env.capabilities().get(needed) is not False
-            if usable and kv != "auto":
-                usable = serving_env.capabilities()["fp8_kv_cache"]
-            chosen = "vllm" if usable else "hf"
+            chosen, reason = _auto_backend(q, kv)
         elif chosen == "vllm":
             serving_env.require("eval backend vllm")
             serving_env.require_scheme(scheme, "run", "; use --backend hf")
@@ -79,7 +75,7 @@ class EvalStage(AfterQuantize):
                 f"eval.kv_cache_dtype {kv} with the hf backend needs the recipe's kv_cache_scheme "
                 "(calibrated scales to emulate); use the vllm backend or add a kv_cache_scheme"
             )
-        return cls(quantize=q, settings=settings, backend=chosen)
+        return cls(quantize=q, settings=settings, backend=chosen, backend_reason=reason)
 
     def split_texts(self, split: str) -> list[str]:
         s = self.settings
@@ -89,12 +85,15 @@ class EvalStage(AfterQuantize):
         return texts.load_all(cal.dataset, cal.config_name, cal.split, cal.text_column)
 
     def _tokenize(self) -> None:
+        """Token windows of both splits (transformers and torch: seconds of imports, so only
+        when the stage works or its window fingerprints are not remembered yet)."""
         from transformers import AutoTokenizer
 
         from pipeline.eval import windows
 
         tokenizer = AutoTokenizer.from_pretrained(self.quantize.model_path)
         s = self.settings
+        prints = {}
         for split in SPLITS:
             w = windows.windows(tokenizer, self.split_texts(split), s.context_length, s.max_tokens)
             if len(w) == 0:
@@ -102,11 +101,30 @@ class EvalStage(AfterQuantize):
                     f"eval split {split}: not enough text for one {s.context_length}-token window"
                 )
             self._windows[split] = w
-            self._keys[split] = reference.key(self.quantize.model_identity, w, s, self.backend)
+            prints[split] = windows.fingerprint(w)
+        reference_key.remember(self._window_source(), prints)
+        self._set_keys(prints)
+
+    def _window_source(self) -> list:
+        """What the windows are made from: the model (its tokenizer), the texts, their sizes."""
+        s = self.settings
+        texts_sha = {split: sha256_json(self.split_texts(split)) for split in SPLITS}
+        return [self.quantize.model_identity, texts_sha, s.context_length, s.max_tokens]
+
+    def _set_keys(self, prints: dict) -> None:
+        q, s = self.quantize, self.settings
+        self._keys = {
+            split: reference_key.key(q.model_identity, fp, s, self.backend)
+            for split, fp in prints.items()
+        }
 
     def inputs(self) -> dict:
-        if not self._windows:
-            self._tokenize()
+        if not self._keys:
+            remembered = reference_key.recall(self._window_source())
+            if remembered:
+                self._set_keys(remembered)
+            else:
+                self._tokenize()
         s = self.settings
         return {
             "quantize_fingerprint": self.quantize.entry().fingerprint,  # the artifact evaluated
@@ -132,6 +150,12 @@ class EvalStage(AfterQuantize):
         return {"results": f"{folder}/results.json", "tokens": f"{folder}/{TOKENS}"}
 
     def work(self, out: Path) -> dict:
+        import torch
+
+        from pipeline.eval import drift, reference
+
+        if not self._windows:
+            self._tokenize()
         backend = _backend(self.backend)
         s, splits = self.settings, list(self._windows)
         refs, missing = self._references(backend)
@@ -177,8 +201,10 @@ class EvalStage(AfterQuantize):
         }
 
     def _references(self, backend) -> tuple[dict, list[str]]:
+        from pipeline.eval import reference
+
         names = {split: f"{split}-{key}" for split, key in self._keys.items()}
-        with reference.lock(self.reference_dir):
+        with reference_key.lock(self.reference_dir):
             refs = {split: reference.load(self.reference_dir, names[split]) for split in names}
             missing = [split for split in names if refs[split] is None]
             if missing:
@@ -193,7 +219,7 @@ class EvalStage(AfterQuantize):
 
     def _tasks(self) -> list[dict]:
         s, q = self.settings, self.quantize
-        with reference.lock(self.reference_dir):
+        with reference_key.lock(self.reference_dir):
             original, cached = tasks.original_scores(
                 self.reference_dir, q.model_identity, q.model_path, self.backend, s.tasks
             )
@@ -205,6 +231,24 @@ class EvalStage(AfterQuantize):
         """The entry's results, with the gates re-checked against the recipe as it is now:
         editing a gate needs no re-evaluation."""
         return eval_results.load(self.rundir.path / entry.outputs["results"], self.settings)
+
+
+def _auto_backend(q: QuantizeStage, kv: str) -> tuple[str, str]:
+    scheme = q.recipe.scheme()
+    needs_vllm = kv != "auto" and not q.recipe.kv_cache_scheme()
+    usable = serving_env.available() and serving_env.runs_scheme(scheme)
+    needed = serving_env.moe_kernel(scheme)
+    if usable and needed and experts(q.config):
+        usable = serving_env.capabilities().get(needed) is not False
+    if usable and kv != "auto":
+        usable = serving_env.capabilities()["fp8_kv_cache"]
+    if not environment.gpus():
+        if needs_vllm and usable:
+            return "vllm", f"KV cache {kv} without a calibrated kv_cache_scheme: only vLLM runs it"
+        return "hf", "CPU host: hf scores the same tokens in seconds, vLLM's CPU engine in minutes"
+    if usable:
+        return "vllm", "GPU host: vLLM runs this scheme"
+    return "hf", f"this host's vLLM cannot run {scheme.label if scheme else 'this model'}"
 
 
 def _backend(name: str):
@@ -223,6 +267,8 @@ def _kept(tokens: dict) -> dict:
 
 def _score(backend, model, groups: list, refs: list[dict]) -> list[dict]:
     """Per-token drift of `model` against each group's reference, in one backend call."""
+    from pipeline.eval import drift, reference
+
     parts: list[list[dict]] = [[] for _ in groups]
     offsets = [0] * len(groups)
     for g, i, logq in reference.stream(backend, model, groups, "eval (quantized model)"):

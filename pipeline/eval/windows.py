@@ -26,3 +26,13 @@ def windows(tokenizer, texts: list[str], context_length: int, max_tokens: int) -
     if tokenizer.bos_token_id is not None:
         out[:, 0] = tokenizer.bos_token_id
     return out
+
+
+def fingerprint(windows: torch.Tensor) -> dict:
+    """What a reference key needs of the windows: their hash and shape."""
+    import hashlib
+
+    return {
+        "sha256": hashlib.sha256(windows.numpy().tobytes()).hexdigest(),
+        "shape": list(windows.shape),
+    }

@@ -123,9 +123,7 @@ def collect(outcome: Outcome | None) -> list:
 
 
 def _serving(results, Metric) -> list:
-    from pipeline.serve.compare import compare
-
-    cmp = compare(results.original, results.quantized)  # from the raw measurements
+    cmp = results.comparison  # paired ratios, unless the cell asked for the cached original
     found = []
     kv = cmp.memory.kv_cache_tokens.ratio
     if kv is not None:
@@ -134,7 +132,9 @@ def _serving(results, Metric) -> list:
         c, tok = lv.concurrency, lv.output_tok_s
         found.append(Metric(f"c{c}.output_tok_s", tok.quantized, None, "higher", "throughput"))
         found.append(Metric(f"c{c}.original_tok_s", tok.original, None, "higher", "throughput"))
-        found.append(Metric(f"c{c}.output_tok_s_ratio", tok.ratio, None, "higher", "throughput"))
+        found.append(
+            Metric(f"c{c}.output_tok_s_ratio", tok.ratio, tok.ratio_se, "higher", "throughput")
+        )
         ttft = lv.ttft_median_ms.ratio
         if ttft is not None:
             found.append(Metric(f"c{c}.ttft_median_ratio", ttft, None, "lower", "throughput"))

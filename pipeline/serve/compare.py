@@ -1,28 +1,65 @@
 """The quantized model's serving measurement against the original's: memory and per-concurrency
-latency/throughput ratios (quantized / original; for latency, below 1 is faster)."""
+latency/throughput ratios (quantized / original; for latency, below 1 is faster).
 
-from pipeline.serve.results import Comparison, Measurement, Pair
+Paired (both served at once, benchmarked alternately): each repeat gives one ratio of two runs
+taken back to back; the ratio shown is their median, with their lowest and highest. Against a
+cached original (measured at another time) there is one ratio of medians and no spread: the load
+difference between the two times is inside it, unmeasured."""
 
-LATENCIES = ("ttft_median_ms", "ttft_p99_ms", "itl_median_ms", "itl_p99_ms", "tpot_median_ms")
+import statistics
+
+from pipeline.serve.results import Comparison, Level, Measurement, Pair
+
+LATENCIES = (
+    "ttft_median_ms",
+    "ttft_p99_ms",
+    "itl_median_ms",
+    "itl_p99_ms",
+    "tpot_median_ms",
+    "e2el_median_ms",
+    "e2el_p99_ms",
+)
 # Below this a latency is not measured, it is an artifact of how tokens arrive: vLLM's CPU
 # build streams them in bursts, so a median inter-token gap of ~0.007 ms is two tokens in one
 # packet, and a ratio over it (seen: 4,152×) is noise presented as a result.
 LATENCY_FLOOR_MS = 1.0
+FLOOR_NOTE = f"below the {LATENCY_FLOOR_MS:g} ms resolution floor (tokens arrive in bursts)"
 
 
 def pair(o: float | None, q: float | None) -> Pair:
     return Pair(original=o, quantized=q, ratio=q / o if q is not None and o else None)
 
 
-def latency_pair(o: float | None, q: float | None) -> Pair:
-    """A ratio only when both sides are above the resolution floor, else why not."""
-    if o is not None and q is not None and min(o, q) < LATENCY_FLOOR_MS:
-        note = f"below the {LATENCY_FLOOR_MS:g} ms resolution floor (tokens arrive in bursts)"
-        return Pair(original=o, quantized=q, ratio=None, note=note)
-    return pair(o, q)
+def paired(o: Level, q: Level, metric: str, floor: float | None = None) -> Pair:
+    """Median and range of the repeats' ratios; none where a run is below the floor."""
+    base = pair(getattr(o, metric), getattr(q, metric))
+    runs = list(zip(o.runs, q.runs, strict=False))
+    values = [(getattr(a, metric), getattr(b, metric)) for a, b in runs] or [
+        (base.original, base.quantized)
+    ]
+    if any(a is None or b is None for a, b in values):
+        return base.model_copy(update={"ratio": None})
+    if floor is not None and min(min(a, b) for a, b in values) < floor:
+        return base.model_copy(update={"ratio": None, "note": FLOOR_NOTE})
+    if any(a == 0 for a, _ in values):
+        return base.model_copy(update={"ratio": None})
+    ratios = [b / a for a, b in values]
+    se = statistics.stdev(ratios) / len(ratios) ** 0.5 if len(ratios) > 1 else None
+    update = {"ratio": statistics.median(ratios), "spread": (min(ratios), max(ratios))}
+    return base.model_copy(update=update | {"ratio_se": se})
 
 
-def compare(original: Measurement, quantized: Measurement) -> Comparison:
+def unpaired(o: Level, q: Level, metric: str, floor: float | None = None) -> Pair:
+    """Ratio of medians taken at different times: no spread (it would hide the drift)."""
+    base = pair(getattr(o, metric), getattr(q, metric))
+    lows = [getattr(r, metric) for r in (*o.runs, *q.runs)] + [base.original, base.quantized]
+    lows = [v for v in lows if v is not None]
+    if floor is not None and lows and min(lows) < floor:
+        return base.model_copy(update={"ratio": None, "note": FLOOR_NOTE})
+    return base
+
+
+def compare(original: Measurement, quantized: Measurement, is_paired: bool) -> Comparison:
     eo, eq = original.engine, quantized.engine
     memory = {
         "checkpoint_bytes": pair(original.checkpoint_bytes, quantized.checkpoint_bytes),
@@ -30,17 +67,20 @@ def compare(original: Measurement, quantized: Measurement) -> Comparison:
         "weights_gib": pair(eo.weights_gib, eq.weights_gib),
         "kv_cache_tokens": pair(eo.kv_cache_size_tokens, eq.kv_cache_size_tokens),
         "max_concurrency": pair(eo.kv_cache_max_concurrency, eq.kv_cache_max_concurrency),
+        "engine_bytes_after_load": pair(eo.memory_after_load_bytes, eq.memory_after_load_bytes),
+        "engine_bytes_after_bench": pair(eo.memory_after_bench_bytes, eq.memory_after_bench_bytes),
     }
+    ratio = paired if is_paired else unpaired
     by_level = {lv.concurrency: lv for lv in original.levels}
     levels = []
     for lq in quantized.levels:
         lo = by_level.get(lq.concurrency)
         if lo is None:
             continue
-        row = {
-            "concurrency": lq.concurrency,
-            "output_tok_s": pair(lo.output_tok_s, lq.output_tok_s),
-        }
-        row |= {key: latency_pair(getattr(lo, key), getattr(lq, key)) for key in LATENCIES}
+        row = {"concurrency": lq.concurrency, "output_tok_s": ratio(lo, lq, "output_tok_s")}
+        row |= {key: ratio(lo, lq, key, LATENCY_FLOOR_MS) for key in LATENCIES}
         levels.append(row)
-    return Comparison.model_validate({"memory": memory, "levels": levels})
+    repeats = max((len(lv.runs) for lv in quantized.levels), default=0)
+    return Comparison.model_validate(
+        {"paired": is_paired, "repeats": repeats, "memory": memory, "levels": levels}
+    )

@@ -1,12 +1,19 @@
-"""One model under vLLM: start the server, read what the engine says, smoke-test it through the
-OpenAI client, run `vllm bench serve` at each concurrency, stop the server.
+"""Models under vLLM, measured side by side: start every server at once, read what each engine
+says, smoke-test each through the OpenAI client, then run `vllm bench serve` against them
+alternately — at each concurrency, repeat r benchmarks A then B when r is even and B then A when
+it is odd — so that both see the same machine. On a shared host the load drifts over minutes; a
+ratio of runs taken minutes apart measures that drift, a ratio of interleaved runs does not.
 
-Everything lands in one folder as it happens (server.log, bench-c<N>.json/.log, results.json
-with "complete": false until the end), so a failure leaves a readable partial record.
+Everything lands in the side's folder as it happens (server.log, bench-c<N>-r<R>.json/.log,
+results.json with "complete": false until the end), so a failure leaves a readable record.
 """
 
+import contextlib
 import json
+import statistics
+import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config.recipe import ServeSettings
@@ -16,11 +23,25 @@ from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import VLLM_SCRIPTS
 from pipeline.quantize import artifact
 from pipeline.serve import engine_facts
+from pipeline.serve.results import Metrics
 from pipeline.serve.server import Server, first_error
 from pipeline.serving_env import SERVE_PYTHON
 
 MAX_MODEL_LEN = 4096  # default context when the recipe sets none: KV pools stay modest on CPU
 PERCENTILES = ("median", "p99")
+COUNTS = ("completed", "failed")  # summed over repeats; every other metric is their median
+
+
+@dataclass
+class Side:
+    """One model to serve: where its files go and how it is started."""
+
+    key: str  # "original" | "quantized"
+    model_dir: Path
+    name: str  # --served-model-name
+    settings: ServeSettings
+    out: Path
+    port: int | None = None
 
 
 def max_model_len(model_dir: Path, s: ServeSettings) -> int:
@@ -29,29 +50,95 @@ def max_model_len(model_dir: Path, s: ServeSettings) -> int:
     return s.max_model_len or min(native, MAX_MODEL_LEN)
 
 
-def measure(model_dir: Path, name: str, s: ServeSettings, out: Path, port: int | None) -> dict:
-    results: dict = {"model_dir": str(model_dir), "served_name": name, "complete": False}
-    context = max_model_len(model_dir, s)
-    results["max_model_len"] = context
-    results["checkpoint_bytes"] = sum(info.nbytes for info in artifact.tensors(model_dir).values())
-    log = out / "server.log"
-    print(f"  starting vLLM server for {name} (log: {log})", flush=True)
-    started = time.monotonic()
-    with Server(model_dir, name, s, log, context, port) as server:
-        engine = engine_facts.from_log(log.read_text(errors="replace"))
-        engine.update(engine_facts.from_metrics(server.metrics()))
-        engine["ready_seconds"] = round(time.monotonic() - started, 2)
-        results["engine"] = engine
-        write_json_atomic(out / "results.json", results)
-        results["smoke"] = smoke(server, out)
-        results["levels"] = []
-        bar = progress.bar(s.concurrency, desc=f"vllm bench serve {name}", unit="level")
-        for c in bar:
-            results["levels"].append(bench(server, model_dir, s, c, out))
-            write_json_atomic(out / "results.json", results)
-    results["complete"] = True
-    write_json_atomic(out / "results.json", results)
+def measure(sides: list[Side]) -> dict[str, dict]:
+    """Serve every side at once and benchmark them alternately: {side key: results}."""
+    results: dict[str, dict] = {}
+    servers: dict[str, Server] = {}
+    for side in sides:
+        side.out.mkdir(parents=True, exist_ok=True)
+        context = max_model_len(side.model_dir, side.settings)
+        results[side.key] = {
+            "model_dir": str(side.model_dir),
+            "served_name": side.name,
+            "complete": False,
+            "max_model_len": context,
+            "checkpoint_bytes": sum(t.nbytes for t in artifact.tensors(side.model_dir).values()),
+            "levels": [],
+        }
+        servers[side.key] = Server(
+            side.model_dir, side.name, side.settings, side.out / "server.log", context, side.port
+        )
+    with contextlib.ExitStack() as stack:
+        for side in sides:
+            log = side.out / "server.log"
+            print(f"  starting vLLM server for {side.name} (log: {log})", flush=True)
+            stack.callback(servers[side.key].stop)
+            servers[side.key].start()
+        # started now, its import of vLLM overlaps the servers' start-up
+        worker = stack.enter_context(BenchWorker(sides[-1].out / "bench-worker.log"))
+        for side in sides:
+            server = servers[side.key]
+            server.wait_healthy()
+            engine = engine_facts.from_log(server.log_path.read_text(errors="replace"))
+            engine.update(engine_facts.from_metrics(server.metrics()))
+            engine["ready_seconds"] = server.ready_seconds
+            engine["memory_after_load_bytes"] = server.memory_bytes()
+            results[side.key]["engine"] = engine
+            _save(side, results)
+        for side in sides:
+            results[side.key]["smoke"] = smoke(servers[side.key], side.out)
+        _bench_alternately(sides, servers, results, worker)
+        for side in sides:
+            results[side.key]["engine"]["memory_after_bench_bytes"] = servers[
+                side.key
+            ].memory_bytes()
+    for side in sides:
+        results[side.key]["complete"] = True
+        _save(side, results)
     return results
+
+
+def _bench_alternately(
+    sides: list[Side], servers: dict[str, Server], results: dict, worker: "BenchWorker"
+) -> None:
+    s = sides[0].settings
+    bar = progress.bar(
+        total=len(s.concurrency) * s.repeats * len(sides), desc="vllm bench serve", unit="run"
+    )
+    sequence = 0
+    with bar:
+        for c in s.concurrency:
+            runs: dict[str, list[dict]] = {side.key: [] for side in sides}
+            for r in range(s.repeats):
+                for side in sides if r % 2 == 0 else sides[::-1]:
+                    bar.set_postfix_str(f"{side.key} c={c} repeat {r + 1}/{s.repeats}")
+                    run = bench(worker, servers[side.key], side, c, r)
+                    runs[side.key].append({**run, "repeat": r, "sequence": sequence})
+                    sequence += 1
+                    bar.update()
+            for side in sides:
+                prompts = num_prompts(side.settings, c)
+                level = {"concurrency": c, "num_prompts": prompts, **median(runs[side.key])}
+                results[side.key]["levels"].append({**level, "runs": runs[side.key]})
+                _save(side, results)
+
+
+def median(runs: list[dict]) -> dict:
+    """Counts summed, every other metric the median of the runs (None if any run lacks it)."""
+    out = {}
+    for name in Metrics.model_fields:
+        values = [run.get(name) for run in runs]
+        if name in COUNTS:
+            out[name] = sum(v or 0 for v in values)
+        elif values and None not in values:
+            out[name] = statistics.median(values)
+        else:
+            out[name] = None
+    return out
+
+
+def _save(side: Side, results: dict) -> None:
+    write_json_atomic(side.out / "results.json", results[side.key])
 
 
 def smoke(server: Server, out: Path) -> dict:
@@ -74,15 +161,50 @@ def smoke(server: Server, out: Path) -> dict:
     return result
 
 
-def bench(server: Server, model_dir: Path, s: ServeSettings, concurrency: int, out: Path) -> dict:
-    prompts = max(s.num_prompts, 2 * concurrency)
-    name = f"bench-c{concurrency}"
-    cmd = [
-        str(SERVE_PYTHON),
-        str(VLLM_SCRIPTS / "bench_serve.py"),
+def num_prompts(s: ServeSettings, concurrency: int) -> int:
+    return max(s.num_prompts, 2 * concurrency)
+
+
+class BenchWorker:
+    """One serving-env process that runs every `vllm bench serve` of a measurement in turn
+    (pipeline/vllm_scripts/bench_worker.py): vLLM is imported once, not once per run."""
+
+    def __init__(self, log: Path):
+        self.log = log
+        self.cmd = [str(SERVE_PYTHON), str(VLLM_SCRIPTS / "bench_worker.py")]
+
+    def __enter__(self) -> "BenchWorker":
+        self._group = procs.group(self.cmd, self.log, stdin=subprocess.PIPE)
+        self.proc = self._group.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._group.__exit__(*exc)
+
+    def submit(self, argv: list[str], log: Path) -> Path:
+        """Starts a run; returns the file that holds its exit code once it is over."""
+        done = log.with_name(log.name + ".exit")
+        done.unlink(missing_ok=True)
+        self.proc.stdin.write((json.dumps({"argv": argv, "log": str(log)}) + "\n").encode())
+        self.proc.stdin.flush()
+        return done
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise ServerError(
+                f"vllm bench serve stopped (exit {self.proc.returncode}); last lines of "
+                f"{self.log}:\n{procs.tail(self.log)}"
+            )
+
+
+def bench(worker: BenchWorker, server: Server, side: Side, concurrency: int, repeat: int) -> dict:
+    s, out = side.settings, side.out
+    prompts = num_prompts(s, concurrency)
+    name = f"bench-c{concurrency}-r{repeat}"
+    argv = [
         "--base-url", server.url,
         "--model", server.name,
-        "--tokenizer", str(model_dir),
+        "--tokenizer", str(side.model_dir),
         "--dataset-name", "random",
         "--random-input-len", str(s.input_len),
         "--random-output-len", str(s.output_len),
@@ -90,21 +212,24 @@ def bench(server: Server, model_dir: Path, s: ServeSettings, concurrency: int, o
         "--num-prompts", str(prompts),
         "--max-concurrency", str(concurrency),
         "--temperature", "0",
-        "--seed", str(s.seed),
+        "--seed", str(s.seed),  # the same prompts in every repeat and for both models
         "--percentile-metrics", "ttft,tpot,itl,e2el",
         "--metric-percentiles", "50,99",
+        "--goodput", f"ttft:{s.slo_ttft_ms:g}", f"tpot:{s.slo_tpot_ms:g}",
         "--save-result",
         "--result-dir", str(out),
         "--result-filename", f"{name}.json",
     ]  # fmt: skip
     before = server.metrics()
     kv_peak = 0.0
-    with procs.group(cmd, out / f"{name}.log") as proc:
-        while proc.poll() is None:
-            _check_alive(server, concurrency)
-            usage = engine_facts.metric(server.metrics(), "vllm:kv_cache_usage_perc")
-            kv_peak = max(kv_peak, usage or 0.0)
-            time.sleep(0.5)
+    done = worker.submit(argv, out / f"{name}.log")
+    while not done.is_file():
+        _check_alive(server, concurrency)
+        worker.check_alive()
+        usage = engine_facts.metric(server.metrics(), "vllm:kv_cache_usage_perc")
+        kv_peak = max(kv_peak, usage or 0.0)
+        time.sleep(0.5)
+    done.unlink()
     _check_alive(server, concurrency)
     path = out / f"{name}.json"
     if not path.is_file():
@@ -121,14 +246,13 @@ def bench(server: Server, model_dir: Path, s: ServeSettings, concurrency: int, o
     after = server.metrics()
     preempt = [engine_facts.metric(m, "vllm:num_preemptions_total") for m in (before, after)]
     return {
-        "concurrency": concurrency,
-        "num_prompts": prompts,
         "completed": data["completed"],
         "failed": data.get("failed", 0),
         "duration_s": data["duration"],
         "output_tok_s": data["output_throughput"],
         "total_tok_s": data["total_token_throughput"],
         "requests_s": data["request_throughput"],
+        "goodput_requests_s": data.get("request_goodput"),
         **{
             f"{metric}_{p}_ms": data[f"{p}_{metric}_ms"]
             for metric in ("ttft", "itl", "tpot", "e2el")

@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config.recipe import ServeSettings
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class EngineFacts(BaseModel):
@@ -27,19 +27,26 @@ class EngineFacts(BaseModel):
     block_size: int | None = None
     cache_dtype: str | None = None
     ready_seconds: float | None = None
+    memory_after_load_bytes: int | None = Field(
+        None, description="the engine processes' proportional set size (PSS) once ready"
+    )
+    memory_after_bench_bytes: int | None = Field(
+        None, description="the same after the last benchmark (peak-ish: pools grow on demand)"
+    )
 
 
-class Level(BaseModel):
-    """One `vllm bench serve` run at one max concurrency."""
+class Metrics(BaseModel):
+    """What `vllm bench serve` reports about one run (or the median of several)."""
 
-    concurrency: int = Field(description="--max-concurrency of vllm bench serve")
-    num_prompts: int
     completed: int
     failed: int = 0
     duration_s: float
     output_tok_s: float = Field(description="generated tokens per second, all requests")
     total_tok_s: float
     requests_s: float
+    goodput_requests_s: float | None = Field(
+        None, description="requests per second that met both SLO targets (vllm --goodput)"
+    )
     ttft_median_ms: float | None = None
     ttft_p99_ms: float | None = None
     itl_median_ms: float | None = None
@@ -50,6 +57,27 @@ class Level(BaseModel):
     e2el_p99_ms: float | None = None
     kv_cache_usage_peak_pct: float | None = None
     preemptions: float | None = None
+
+    @property
+    def slo_attainment(self) -> float | None:
+        if self.goodput_requests_s is None or not self.requests_s:
+            return None
+        return self.goodput_requests_s / self.requests_s
+
+
+class Run(Metrics):
+    """One `vllm bench serve` run at one max concurrency."""
+
+    repeat: int = Field(description="0-based repeat of this level")
+    sequence: int = Field(description="position among all the serve run's benchmarks (drift)")
+
+
+class Level(Metrics):
+    """One max concurrency: each metric the median of its repeats, the repeats in `runs`."""
+
+    concurrency: int = Field(description="--max-concurrency of vllm bench serve")
+    num_prompts: int = Field(description="requests per run")
+    runs: list[Run] = Field(default_factory=list)
 
 
 class Measurement(BaseModel):
@@ -66,9 +94,17 @@ class Measurement(BaseModel):
 
 
 class Pair(BaseModel):
-    original: float | None
-    quantized: float | None
-    ratio: float | None = Field(description="quantized / original")
+    original: float | None = Field(description="median of the repeats")
+    quantized: float | None = Field(description="median of the repeats")
+    ratio: float | None = Field(
+        description="quantized / original: the median of the repeats' paired ratios"
+    )
+    spread: tuple[float, float] | None = Field(
+        None, description="lowest and highest paired ratio of the repeats"
+    )
+    ratio_se: float | None = Field(
+        None, description="standard error of the paired ratios' mean (from ≥ 2 repeats)"
+    )
     note: str | None = Field(None, description="why there is no ratio (e.g. a resolution floor)")
 
 
@@ -77,6 +113,8 @@ class MemoryComparison(BaseModel):
     weights_gib: Pair
     kv_cache_tokens: Pair
     max_concurrency: Pair
+    engine_bytes_after_load: Pair = Field(description="the engine processes' PSS, once ready")
+    engine_bytes_after_bench: Pair = Field(description="the same after the benchmarks")
 
 
 class LevelComparison(BaseModel):
@@ -87,11 +125,46 @@ class LevelComparison(BaseModel):
     itl_median_ms: Pair
     itl_p99_ms: Pair
     tpot_median_ms: Pair
+    e2el_median_ms: Pair
+    e2el_p99_ms: Pair
 
 
 class Comparison(BaseModel):
+    paired: bool = Field(
+        description="both models served side by side and benchmarked alternately (A/B/B/A); "
+        "false: against the cached original, measured at another time"
+    )
+    repeats: int = Field(description="benchmark runs per level and model")
     memory: MemoryComparison
     levels: list[LevelComparison]
+
+
+class SloSide(BaseModel):
+    """One model against the SLO over the concurrency levels tested."""
+
+    capacity: int | None = Field(
+        description="highest concurrency tested whose median attainment met the SLO (None: none)"
+    )
+    capacity_is_lower_bound: bool = Field(
+        description="the highest level tested met it: the real capacity may be higher"
+    )
+    goodput_requests_s: float | None = Field(description="goodput at that concurrency")
+    attainment: dict[int, float | None] = Field(description="concurrency → share of good requests")
+    memory_bound_concurrency: int | None = Field(
+        description="requests of input_len + output_len tokens the KV pool holds at once "
+        "(the planner's figure from the config; the engine's where it has none)"
+    )
+    limited_by: str | None = Field(
+        description="latency: the SLO binds below the memory bound; memory: the reverse"
+    )
+
+
+class Slo(BaseModel):
+    ttft_ms: float
+    tpot_ms: float
+    attainment: float = Field(description="share of requests that must meet both targets")
+    original: SloSide
+    quantized: SloSide
 
 
 class Predicted(BaseModel):
@@ -112,6 +185,7 @@ class ServeResults(BaseModel):
     original: Measurement = Field(description="the original, served the same way (16-bit KV)")
     original_cached: bool = Field(description="the original's measurement came from the cache")
     comparison: Comparison = Field(description="quantized / original, memory and per level")
+    slo: Slo = Field(description="SLO capacity and goodput of both models")
     predicted: dict[str, Predicted] = Field(description="original and quantized")
     complete: bool = Field(description="false only in a failed run's <fingerprint>.incomplete/")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from pipeline.config.recipe import ServeSettings
 from pipeline.core import procs
 from pipeline.core.errors import ServerError, UserError
+from pipeline.serve import engine_memory
 from pipeline.serving_env import SERVE_PYTHON
 
 HOST = "127.0.0.1"
@@ -100,23 +101,37 @@ class Server:
         self.ready_seconds: float | None = None
 
     def __enter__(self) -> "Server":
-        self._group = procs.group(self.cmd, self.log_path, self.env)
-        self.proc = self._group.__enter__()
+        self.start()
         try:
-            self._wait_healthy()
+            self.wait_healthy()
         except BaseException:
-            self._group.__exit__(None, None, None)
+            self.stop()
             raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self._group.__exit__(*exc)
+        self.stop()
+
+    def start(self) -> None:
+        """Launch without waiting: two servers start side by side (start-up is minutes on CPU)."""
+        self._group = procs.group(self.cmd, self.log_path, self.env)
+        self.proc = self._group.__enter__()
+        self._started = time.monotonic()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self._group.__exit__(None, None, None)
+            self.proc = None
+
+    def memory_bytes(self) -> int | None:
+        """The server's and its engine processes' PSS (see engine_memory)."""
+        return engine_memory.tree_pss_bytes(self.proc.pid) if self.alive() else None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def _wait_healthy(self) -> None:
-        start = time.monotonic()
+    def wait_healthy(self) -> None:
+        start = self._started
         while time.monotonic() - start < self.timeout:
             if self.proc.poll() is not None:
                 raise ServerError(

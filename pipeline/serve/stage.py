@@ -3,10 +3,14 @@ throughput under load — next to the original model measured the same way.
 
     python -m pipeline serve --model tiny-llama --recipe fp8     # = make serve RECIPE=fp8
 
-The original's measurement is cached per (model, serve settings, vLLM version, host) in
-runs/<model>/original/serve/<key>/. Results: runs/<model>/<recipe>/serve/<fingerprint>/
-results.json (pipeline/serve/results.py), the benchmark JSONs and logs beside it, and the
-manifest's "serve" entry; each settings and host keep their own. A failed run leaves
+By default the original is served beside the artifact and the two are benchmarked alternately
+(pipeline/serve/measure.py), so their ratios are paired; its measurement is also kept as a
+reference per (model, serve settings, vLLM version, host) in runs/<model>/original/serve/<key>/,
+which `--original cached` compares against instead (no second server; the ratio then carries
+whatever changed on the host in between). Results: runs/<model>/<recipe>/serve/<fingerprint>/
+results.json (pipeline/serve/results.py), the benchmark JSONs and logs beside it (the paired
+original's under original/), and the manifest's "serve" entry; each settings and host keep their
+own. A failed run leaves
 <fingerprint>.incomplete/ (results.json "complete": false) and a "failed" manifest entry.
 """
 
@@ -27,10 +31,10 @@ from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.quantize.stage import QuantizeStage
 from pipeline.serve import results as serve_results
-from pipeline.serve import server
+from pipeline.serve import server, slo
 from pipeline.serve.compare import compare
-from pipeline.serve.measure import measure
-from pipeline.serve.results import Measurement, Predicted, ServeResults
+from pipeline.serve.measure import Side, measure
+from pipeline.serve.results import Measurement, Predicted, ServeResults, Slo
 
 # not inputs of the measurement: where and how long to wait for the server
 NOT_INPUTS = {"startup_timeout_s"}
@@ -73,27 +77,39 @@ class ServeStage(AfterQuantize):
         return self.settings.model_copy(update={"kv_cache_dtype": "auto"})
 
     def original_key(self) -> str:
-        settings = self.original_settings().model_dump(exclude=NOT_INPUTS)
+        # how many repeats, and whether paired, do not change what the reference is
+        settings = self.original_settings().model_dump(exclude=NOT_INPUTS | {"original", "repeats"})
         return sha256_json([self.quantize.model_identity, settings, _host_inputs()])[:16]
 
+    def original_side(self, out: Path, port: int | None = None) -> Side:
+        name = f"{self.quantize.ref.name}-original"
+        return Side("original", self.quantize.model_path, name, self.original_settings(), out, port)
+
     def original(self) -> tuple[Measurement, bool]:
-        """The original model's measurement: (results, cached)."""
+        """The original's reference measurement, taken alone: (results, cached)."""
         folder = self.original_root / self.original_key()
         with waiting_lock(self.original_root / f".{folder.name}.lock"):
             done = folder / "results.json"
             if done.is_file():
                 return Measurement.model_validate_json(done.read_text()), True
-            name = f"{self.quantize.ref.name}-original"
             with keep_incomplete(folder) as tmp:
-                model = self.quantize.model_path
-                results = measure(model, name, self.original_settings(), tmp, self.port)
+                results = measure([self.original_side(tmp, self.port)])["original"]
             return Measurement.model_validate(results), False
+
+    def keep_reference(self, measured: Path) -> None:
+        """A paired run's original becomes the reference where there is none yet."""
+        folder = self.original_root / self.original_key()
+        with waiting_lock(self.original_root / f".{folder.name}.lock"):
+            if not (folder / "results.json").is_file():
+                with staging_dir(folder) as tmp:
+                    shutil.copytree(measured, tmp, dirs_exist_ok=True)
 
     def inputs(self) -> dict:
         return {
             "quantize_fingerprint": self.quantize.entry().fingerprint,
             "settings": self.settings.model_dump(exclude=NOT_INPUTS),
             "host": _host_inputs(),
+            "results_schema": serve_results.SCHEMA_VERSION,
         }
 
     def before_work(self) -> None:
@@ -106,10 +122,19 @@ class ServeStage(AfterQuantize):
         return keep_incomplete(final)
 
     def work(self, out: Path) -> dict:
-        base, base_cached = self.original()
         q = self.quantize
         name = f"{q.ref.name}-{q.recipe.name}"
-        mine = Measurement.model_validate(measure(q.artifact, name, self.settings, out, self.port))
+        mine_side = Side("quantized", q.artifact, name, self.settings, out, self.port)
+        is_paired = self.settings.original == "paired"
+        if is_paired:
+            measured = measure([self.original_side(out / "original"), mine_side])
+            base, base_cached = Measurement.model_validate(measured["original"]), False
+            self.keep_reference(out / "original")
+        else:
+            base, base_cached = self.original()
+            measured = measure([mine_side])
+        mine = Measurement.model_validate(measured["quantized"])
+        predicted = self._predicted(base, mine)
         results = ServeResults(
             model=q.ref.name,
             recipe=q.recipe.name,
@@ -117,8 +142,9 @@ class ServeStage(AfterQuantize):
             quantized=mine,
             original=base,
             original_cached=base_cached,
-            comparison=compare(base, mine),
-            predicted=self._predicted(base, mine),
+            comparison=compare(base, mine, is_paired),
+            slo=self._slo(base, mine, predicted),
+            predicted={side: p for side, (p, _) in predicted.items()},
             complete=True,
         )
         write_json_atomic(out / "results.json", results.model_dump(mode="json"))
@@ -130,8 +156,19 @@ class ServeStage(AfterQuantize):
             "output_tok_s_ratio_top": top.output_tok_s.ratio if top else None,
         }
 
-    def _predicted(self, base: Measurement, mine: Measurement) -> dict[str, Predicted]:
-        """The capacity planner's figures from the config alone, beside what was measured."""
+    def _slo(self, base: Measurement, mine: Measurement, predicted: dict) -> Slo:
+        s = self.settings
+        return Slo(
+            ttft_ms=s.slo_ttft_ms,
+            tpot_ms=s.slo_tpot_ms,
+            attainment=s.slo_attainment,
+            original=slo.side(base.levels, s, predicted["original"][1]),
+            quantized=slo.side(mine.levels, s, predicted["quantized"][1]),
+        )
+
+    def _predicted(self, base: Measurement, mine: Measurement) -> dict[str, tuple]:
+        """The capacity planner's figures from the config alone, beside what was measured:
+        {side: (Predicted, memory-bound concurrency for the benchmark's requests)}."""
         from pipeline import capacity
         from pipeline.models import architecture
         from pipeline.quantize.plan import artifact_bytes
@@ -154,17 +191,20 @@ class ServeStage(AfterQuantize):
         for side, measured, weights, kv in sides:
             engine = measured.engine
             pool, block = engine.kv_cache_memory_bytes, engine.block_size
-            tokens = None
+            tokens = requests = None
             if pool and block:
                 tokens = capacity.kv_tokens(
                     pool, config, kv, measured.max_model_len, block, scheduled
                 )
-            out[side] = Predicted(
+                per_request = self.settings.input_len + self.settings.output_len
+                requests = capacity.max_requests(pool, config, kv, per_request, block, scheduled)
+            predicted = Predicted(
                 weights_bytes=weights,
                 weights_measured=measured.checkpoint_bytes,
                 kv_cache_tokens=tokens,
                 kv_cache_tokens_measured=measured.engine.kv_cache_size_tokens,
             )
+            out[side] = (predicted, requests)
         return out
 
     def load_results(self, entry: StageEntry) -> ServeResults:

@@ -11,6 +11,9 @@ this device and the scheme; on x86 all of them need AMX. Where none does, the en
 start-up ("Unsupported FP8 MoE backend: NONE", "No WNA16 MoE backend supports the deployment
 configuration"; seen on AVX2 and AVX-512 hosts without AMX). Each `*_moe` is None when the
 probe itself fails (a private API that moved).
+Online FP8 (`vllm serve <bf16 model> --quantization fp8`) quantizes activations with
+`_C::static_scaled_fp8_quant`, which the CPU wheel declares without arguments (a stub): the
+worker fails at start-up with "expected at most 0 argument(s)" (seen on AVX2 and AVX-512).
 """
 
 import json
@@ -35,6 +38,7 @@ def main() -> None:
                 "fp8_moe": True if cuda else _cpu_moe("fp8", _FP8),
                 "w4a16_moe": True if cuda else _cpu_moe("int_wna16", _W4A16),
                 "int8_moe": True if cuda else _cpu_moe("int8", _INT8),
+                "online_fp8": cuda or _has_arguments("static_scaled_fp8_quant"),
             }
         )
     )
@@ -46,6 +50,16 @@ def main() -> None:
 _FP8 = ("Fp8MoeBackend", ("CPU_W8A8", "CPU"), "kFp8StaticChannelSym", "kFp8DynamicTokenSym")
 _W4A16 = ("WNA16MoEBackend", ("ZEN_CPU", "CPU"), "kInt4Static", None)
 _INT8 = ("Int8MoeBackend", ("CPU",), "kInt8StaticChannelSym", "kInt8DynamicTokenSym")
+
+
+def _has_arguments(op: str) -> bool | None:
+    """A real kernel, not the CPU wheel's zero-argument stub. None if the op is not there."""
+    import torch
+
+    try:
+        return len(getattr(torch.ops._C, op).default._schema.arguments) > 0
+    except (AttributeError, RuntimeError):
+        return None
 
 
 def _cpu_moe(oracle_name: str, spec: tuple) -> bool | None:

@@ -39,6 +39,9 @@ def quantized(session_runs, tiny_model):
 
 # Small but real serving: two concurrency levels, 8 requests each, no torch.compile
 SWEEP = ["--concurrency", "1,4", "--num-prompts", "8", "--enforce-eager"]
+# For tests about something else than pairing: one run per level against the original's cached
+# reference (kept by served_fp8's paired run), so no second server starts
+ONE_SIDE = [*SWEEP, "--repeats", "1", "--original", "cached"]
 
 
 def needs_serving_env():

@@ -20,9 +20,7 @@ _BUILD_VERSION = 1  # bump when this file changes what it produces
 
 
 def build_key() -> str:
-    import tokenizers
-    import torch
-    import transformers
+    from importlib.metadata import version  # not the modules: seconds of imports per command
 
     return sha256_json(
         {
@@ -32,7 +30,7 @@ def build_key() -> str:
             "special": spec.SPECIAL_TOKENS,
             "chat": spec.CHAT_TEMPLATE,
             "corpus": corpus.fingerprint()["train"]["sha256"],
-            "versions": [torch.__version__, transformers.__version__, tokenizers.__version__],
+            "versions": [version("torch"), version("transformers"), version("tokenizers")],
         }
     )[:16]
 

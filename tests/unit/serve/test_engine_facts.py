@@ -69,38 +69,18 @@ def test_metrics():
     assert engine_facts.metric(samples, "vllm:absent") is None
 
 
-def test_comparison_ratios():
-    def side(ckpt, kv, tok_s, ttft):
-        level = {"concurrency": 4, "output_tok_s": tok_s, "ttft_median_ms": ttft}
-        level |= {"ttft_p99_ms": ttft * 2, "itl_median_ms": 10.0, "itl_p99_ms": 20.0}
+def test_memory_comparison():
+    def side(ckpt, kv, pss):
         engine = {"kv_cache_size_tokens": kv, "kv_cache_max_concurrency": kv / 1024}
-        level |= {"num_prompts": 8, "completed": 8, "duration_s": 1.0}
-        level |= {"total_tok_s": tok_s, "requests_s": 1.0}
+        engine |= {"memory_after_load_bytes": pss, "memory_after_bench_bytes": 2 * pss}
         return Measurement(
             model_dir="m", served_name="m", complete=True, max_model_len=512,
-            checkpoint_bytes=ckpt, engine=engine, levels=[level],
+            checkpoint_bytes=ckpt, engine=engine,
         )  # fmt: skip
 
-    c = serve_compare.compare(side(100, 1000, 50.0, 20.0), side(50, 2000, 100.0, 10.0))
+    c = serve_compare.compare(side(100, 1000, 400), side(50, 2000, 300), is_paired=True)
     assert c.memory.checkpoint_bytes.ratio == 0.5
     assert c.memory.kv_cache_tokens.ratio == 2.0
+    assert c.memory.engine_bytes_after_load.ratio == 0.75
+    assert c.memory.engine_bytes_after_bench.ratio == 0.75
     assert c.memory.weights_gib.ratio is None  # not reported (CPU build)
-    (row,) = c.levels
-    assert row.output_tok_s.ratio == 2.0 and row.ttft_median_ms.ratio == 0.5
-    assert row.tpot_median_ms.ratio is None  # a latency one side lacks has no ratio
-
-
-def test_a_level_the_original_lacks_is_left_out():
-    def side(levels):
-        rows = [
-            {"concurrency": c, "num_prompts": 8, "completed": 8, "duration_s": 1.0,
-             "output_tok_s": 10.0, "total_tok_s": 10.0, "requests_s": 1.0}
-            for c in levels
-        ]  # fmt: skip
-        return Measurement(
-            model_dir="m", served_name="m", complete=True, max_model_len=512,
-            checkpoint_bytes=1, levels=rows,
-        )  # fmt: skip
-
-    c = serve_compare.compare(side([1, 4]), side([1, 4, 16]))
-    assert [lv.concurrency for lv in c.levels] == [1, 4]
