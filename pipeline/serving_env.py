@@ -92,6 +92,16 @@ def require_moe(scheme, config: dict, doing: str, hint: str = "") -> None:
         )
 
 
+def require_online(recipe, doing: str) -> None:
+    """NotOnThisHost when this host's vLLM cannot quantize online as the recipe asks."""
+    if recipe.online and not capabilities().get(f"online_{recipe.online}"):
+        raise NotOnThisHost(
+            f"this host's vLLM cannot {doing} online {recipe.online} (`--quantization "
+            f"{recipe.online}`: its CPU build's static_scaled_fp8_quant kernel is a stub; a GPU "
+            "can)"
+        )
+
+
 def require_kv_cache(kv_cache_dtype: str, doing: str, hint: str = "") -> None:
     """NotOnThisHost when this host's vLLM build cannot store the KV cache in that dtype."""
     if kv_cache_dtype.startswith("fp8") and not capabilities()["fp8_kv_cache"]:

@@ -189,6 +189,7 @@ def cmd_recipes(args) -> Outcome:
         rf = recipe.load(name)
         scheme = rf.scheme()
         modifiers = "+".join(n.removesuffix("Modifier") for n, _ in rf.modifiers())
+        modifiers = modifiers or f"vLLM online {rf.online}"
         print(
             f"{name:<12} {scheme.name if scheme else '-':<12} {modifiers:<22} {rf.spec.description}"
         )

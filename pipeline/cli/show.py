@@ -18,6 +18,10 @@ def quantize(stage, entry, cached: bool) -> None:
         print(f"{label}: cached (inputs unchanged since {entry.ended}; --force redoes it)")
     else:
         print(f"{label}: done in {m['wall_seconds']:.1f} s")
+    if m.get("online"):
+        print(f"  online    no artifact: vllm serve {stage.artifact} {' '.join(m['vllm_args'])}")
+        print(f"  manifest  {stage.rundir.manifest_path}")
+        return
     print(f"  artifact  {stage.artifact}")
     print(
         f"  size      {m['tensor_bytes'] / MIB:.2f} MiB tensors, {m['ratio_to_bf16']:.3f}× bf16, "

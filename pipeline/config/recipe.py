@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline.config import schemes
 from pipeline.config.schemes import Scheme, scheme_from_args
@@ -116,7 +116,14 @@ class ServeSettings(Strict):
 
 class Recipe(Strict):
     description: str
-    quantization: dict[str, Any] = Field(description="llm-compressor recipe (stages → modifiers)")
+    online: Literal["fp8"] | None = Field(
+        None,
+        description="vLLM quantizes the original's 16-bit weights as it loads them "
+        "(`vllm serve <model> --quantization fp8`): no artifact, no quantization section",
+    )
+    quantization: dict[str, Any] = Field(
+        default_factory=dict, description="llm-compressor recipe (stages → modifiers)"
+    )
     calibration: Calibration = Calibration()
     eval: EvalSettings = EvalSettings()
     serve: ServeSettings = ServeSettings()
@@ -131,9 +138,18 @@ class Recipe(Strict):
             for group, mods in groups.items():
                 if not group.endswith("_modifiers") or not isinstance(mods, dict) or not mods:
                     raise ValueError(f"'{stage}.{group}' must be a mapping named <name>_modifiers")
-        if not value:
-            raise ValueError("needs at least one <name>_stage with modifiers")
         return value
+
+    @model_validator(mode="after")
+    def _quantized_one_way(self) -> "Recipe":
+        if self.online and self.quantization:
+            raise ValueError(
+                f"online: {self.online} is vLLM quantizing at load: leave out the quantization "
+                "section (llm-compressor has nothing to do)"
+            )
+        if not self.online and not self.quantization:
+            raise ValueError("quantization: needs at least one <name>_stage with modifiers")
+        return self
 
 
 @dataclass(frozen=True)
@@ -161,7 +177,19 @@ class RecipeFile:
                     found.append((name, dict(args or {})))
         return found
 
+    @property
+    def online(self) -> str | None:
+        return self.spec.online
+
+    def vllm_args(self) -> list[str]:
+        """What `vllm serve` needs beyond the model: online quantization's flag."""
+        return ["--quantization", self.spec.online] if self.spec.online else []
+
     def scheme(self) -> Scheme | None:
+        if self.spec.online == "fp8":
+            # vLLM's online FP8: FP8 weights (a scale per tensor) and dynamic FP8 activations;
+            # what it holds in memory is sized as llm-compressor's dynamic FP8
+            return scheme_from_args({"scheme": "FP8_DYNAMIC"})
         for _, args in self.modifiers():
             scheme = scheme_from_args(args)
             if scheme:

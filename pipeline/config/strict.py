@@ -37,6 +37,8 @@ def explain(error: ValidationError, model: type[BaseModel], source: str, text: s
         return f"{where}: unknown key '{dotted}'" + (f" (valid here: {valid})" if valid else "")
     if first["type"] == "missing":
         return f"{where}: missing key '{dotted}'"
+    if not loc and first["type"] == "value_error":  # a rule across keys (a model validator)
+        return f"{where}: {first['msg'].removeprefix('Value error, ')}"
     if not loc:  # the document itself has the wrong shape
         return f"{where}: must be a mapping of keys (got {repr(first.get('input'))[:60]})"
     got = repr(first.get("input"))

@@ -61,6 +61,15 @@ class EvalStage(AfterQuantize):
         chosen = backend or settings.backend
         scheme = q.recipe.scheme()
         reason = None
+        if q.recipe.online:  # vLLM quantizes it as it loads: only vLLM can evaluate it
+            if chosen == "hf":
+                raise UserError(
+                    f"recipe {q.recipe.name} is vLLM's online {q.recipe.online}: only the vllm "
+                    "backend runs it (--backend vllm)"
+                )
+            serving_env.require("eval backend vllm")
+            serving_env.require_online(q.recipe, "evaluate")
+            chosen, reason = "vllm", "online quantization happens in vLLM"
         if chosen == "auto":
             chosen, reason = _auto_backend(q, kv)
         elif chosen == "vllm":
@@ -160,7 +169,10 @@ class EvalStage(AfterQuantize):
         s, splits = self.settings, list(self._windows)
         refs, missing = self._references(backend)
         artifact = self.quantize.artifact
-        model = backend.load(artifact, s.kv_cache_dtype)
+        online = (
+            {"quantization": self.quantize.recipe.online} if self.quantize.recipe.online else {}
+        )
+        model = backend.load(artifact, s.kv_cache_dtype, **online)
         groups = [self._windows[x] for x in splits]
         per_token = _score(backend, model, groups, [refs[x] for x in splits])
         described = backend.describe(model)
@@ -223,7 +235,9 @@ class EvalStage(AfterQuantize):
             original, cached = tasks.original_scores(
                 self.reference_dir, q.model_identity, q.model_path, self.backend, s.tasks
             )
-        quantized = tasks.scores(q.artifact, self.backend, s.tasks, "quantized", s.kv_cache_dtype)
+        quantized = tasks.scores(
+            q.artifact, self.backend, s.tasks, "quantized", s.kv_cache_dtype, q.recipe.online
+        )
         rows = tasks.compare(s.tasks, original, quantized)
         return [{**row, "original_cached": cached} for row in rows]
 

@@ -46,10 +46,18 @@ def original_scores(
 
 
 def scores(
-    model_dir: Path, backend: str, tasks: list[TaskSpec], label: str, kv_cache_dtype: str = "auto"
+    model_dir: Path,
+    backend: str,
+    tasks: list[TaskSpec],
+    label: str,
+    kv_cache_dtype: str = "auto",
+    quantization: str | None = None,
 ) -> dict:
-    """{task: {value, stderr, samples}} for each task's metric, plus the lm-eval version."""
+    """{task: {value, stderr, samples}} for each task's metric, plus the lm-eval version.
+    quantization: vLLM's online quantization of the model as it loads (vllm backend)."""
     python, model, model_args = _launch(Path(model_dir), backend, kv_cache_dtype)
+    if quantization:
+        model_args["quantization"] = quantization
     spec = {
         "model": model,
         "model_args": model_args,

@@ -70,6 +70,12 @@ class PublishStage(AfterQuantize):
         cls, q: QuantizeStage, repo: str | None, dry_run: bool = False, **options
     ) -> "PublishStage":
         """Every refusal happens here, before anything is written or sent."""
+        if q.recipe.online:
+            raise UserError(
+                f"recipe {q.recipe.name} is vLLM's online {q.recipe.online}: there is no artifact "
+                f"to publish (users serve the original with {' '.join(q.recipe.vllm_args())}); "
+                "publish an artifact recipe such as fp8"
+            )
         stage = cls(quantize=q, target=target.parse(repo), **options)
         if stage.target.kind == "file" and (stage.private or stage.branch or stage.create_pr):
             raise UserError("--private, --branch and --create-pr apply to hub targets, not file://")

@@ -90,6 +90,16 @@ def _scale_bytes(lin: architecture.Linear, scheme: Scheme) -> float:
 
 def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus: list) -> dict:
     params = architecture.total_params(config)
+    if recipe.online:
+        return {
+            "model": model,
+            "recipe": {"name": recipe.name, "online": recipe.online},
+            "online": {
+                "vllm_args": recipe.vllm_args(),
+                "weights_bf16": params * 2,
+                "in_vllm_estimate": artifact_bytes(recipe, config),
+            },
+        }
     hidden = config["hidden_size"]
     needs_data = needs_calibration(recipe)
     layer_bytes = architecture.decoder_layer_params(config) * 2
@@ -145,6 +155,16 @@ def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus
 
 
 def render(plan: dict) -> str:
+    if "online" in plan:
+        online = plan["online"]
+        return (
+            f"model        {plan['model'].get('id') or plan['model']['name']}\n"
+            f"recipe       {plan['recipe']['name']}: online {plan['recipe']['online']}, nothing "
+            "to quantize ahead: vLLM quantizes the 16-bit checkpoint as it loads it\n"
+            f"serve with   vllm serve <model> {' '.join(online['vllm_args'])}\n"
+            f"weights      {online['weights_bf16'] / GIB:.1f} GiB bf16 checkpoint → "
+            f"~{online['in_vllm_estimate'] / GIB:.1f} GiB in vLLM's memory"
+        )
     mem = plan["memory_bytes"]
     arch = plan["architecture"]
     cal = plan["calibration"]

@@ -55,6 +55,10 @@ class QuantizeStage:
 
     @property
     def artifact(self) -> Path:
+        """What vLLM loads: the artifact, or for an online recipe the original itself (served
+        with the recipe's vllm_args)."""
+        if self.recipe.online:
+            return self.model_path
         return self.rundir.path / ARTIFACT
 
     @property
@@ -145,12 +149,15 @@ class QuantizeStage:
     def before_work(self) -> None:
         # llm-compressor's own validation of the modifiers (~10 s of imports), only when the
         # artifact is to be made: a cached run never imports it
-        recipe.check_modifiers(self.recipe)
+        if not self.recipe.online:
+            recipe.check_modifiers(self.recipe)
 
     def outputs(self, folder: str) -> dict[str, str]:
         return {"artifact": folder}
 
     def work(self, out: Path) -> dict:
+        if self.recipe.online:
+            return _online(self, out)
         return _quantize(self, out)
 
     def entry(self) -> StageEntry:
@@ -162,6 +169,29 @@ class QuantizeStage:
 
     def load_results(self, entry: StageEntry) -> dict:
         return entry.metrics
+
+
+def _online(job: QuantizeStage, out: Path) -> dict:
+    """An online recipe makes no artifact: vLLM quantizes the original as it loads it. The
+    entry records that (later stages build on it like on an artifact)."""
+    import json
+
+    from pipeline.quantize.artifact import tensors
+
+    (out / "online.json").write_text(
+        json.dumps({"model": str(job.model_path), "vllm_args": job.recipe.vllm_args()}) + "\n"
+    )
+    original = sum(t.nbytes for t in tensors(job.model_path).values())
+    return {
+        "online": job.recipe.online,
+        "vllm_args": job.recipe.vllm_args(),
+        "tensor_bytes": original,  # what is stored and loaded: the original's checkpoint
+        "reload": {
+            "transformers": False,
+            "reason": f"vLLM quantizes it as it loads (online {job.recipe.online}); "
+            "transformers would run the 16-bit original",
+        },
+    }
 
 
 def _quantize(job: QuantizeStage, out: Path) -> dict:

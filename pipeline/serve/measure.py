@@ -13,7 +13,7 @@ import json
 import statistics
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config.recipe import ServeSettings
@@ -42,6 +42,7 @@ class Side:
     settings: ServeSettings
     out: Path
     port: int | None = None
+    vllm_args: list[str] = field(default_factory=list)  # online quantization's flag
 
 
 def max_model_len(model_dir: Path, s: ServeSettings) -> int:
@@ -66,7 +67,13 @@ def measure(sides: list[Side]) -> dict[str, dict]:
             "levels": [],
         }
         servers[side.key] = Server(
-            side.model_dir, side.name, side.settings, side.out / "server.log", context, side.port
+            side.model_dir,
+            side.name,
+            side.settings,
+            side.out / "server.log",
+            context,
+            side.port,
+            side.vllm_args,
         )
     with contextlib.ExitStack() as stack:
         for side in sides:

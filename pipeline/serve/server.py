@@ -42,7 +42,14 @@ def port_in_use(port: int) -> bool:
             return True
 
 
-def command(model_dir: Path, name: str, s: ServeSettings, port: int, max_len: int) -> list[str]:
+def command(
+    model_dir: Path,
+    name: str,
+    s: ServeSettings,
+    port: int,
+    max_len: int,
+    extra: list[str] = (),
+) -> list[str]:
     cmd = [
         str(SERVE_PYTHON),
         "-m",
@@ -68,7 +75,7 @@ def command(model_dir: Path, name: str, s: ServeSettings, port: int, max_len: in
         "--gpu-memory-utilization",
         str(s.gpu_memory_utilization),
     ]
-    return cmd + (["--enforce-eager"] if s.enforce_eager else [])
+    return cmd + (["--enforce-eager"] if s.enforce_eager else []) + list(extra)
 
 
 def environment(s: ServeSettings) -> dict:
@@ -87,6 +94,7 @@ class Server:
         log_path: Path,
         max_model_len: int,
         port: int | None = None,
+        extra_args: list[str] = (),
     ):
         if port is not None and port_in_use(port):
             raise UserError(f"port {port} on {HOST} is already in use; pick another (--port)")
@@ -94,7 +102,7 @@ class Server:
         self.name = name
         self.url = f"http://{HOST}:{self.port}"
         self.log_path = log_path
-        self.cmd = command(model_dir, name, settings, self.port, max_model_len)
+        self.cmd = command(model_dir, name, settings, self.port, max_model_len, extra_args)
         self.env = environment(settings)
         self.timeout = settings.startup_timeout_s
         self.proc = None

@@ -60,6 +60,7 @@ class ServeStage(AfterQuantize):
         base = q.recipe.spec.serve.model_dump()
         settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
         check_fit(settings, q.config)
+        serving_env.require_online(q.recipe, "serve")
         serving_env.require_scheme(q.recipe.scheme(), "serve")
         serving_env.require_moe(q.recipe.scheme(), q.config, "serve")
         serving_env.require_kv_cache(
@@ -124,7 +125,9 @@ class ServeStage(AfterQuantize):
     def work(self, out: Path) -> dict:
         q = self.quantize
         name = f"{q.ref.name}-{q.recipe.name}"
-        mine_side = Side("quantized", q.artifact, name, self.settings, out, self.port)
+        mine_side = Side(
+            "quantized", q.artifact, name, self.settings, out, self.port, q.recipe.vllm_args()
+        )
         is_paired = self.settings.original == "paired"
         if is_paired:
             measured = measure([self.original_side(out / "original"), mine_side])

@@ -1,6 +1,9 @@
 """Next-token log-probs of fixed token windows, from vLLM (prompt_logprobs). Serving env only.
 
-    .venv-serve/bin/python prompt_logprobs.py MODEL_DIR WINDOWS.npy OUT_DIR TOP BATCH KV_DTYPE
+    .venv-serve/bin/python prompt_logprobs.py MODEL_DIR WINDOWS.npy OUT_DIR TOP BATCH KV_DTYPE \
+        QUANTIZATION
+
+QUANTIZATION: "none", or an online method vLLM applies as it loads the weights ("fp8").
 
 TOP = -1 asks for the whole vocabulary (exact; fine for small vocabularies), else the TOP most
 likely tokens per position plus the actual next token. Windows go through vLLM BATCH at a time
@@ -21,11 +24,13 @@ def main() -> None:
 
     model, windows_path, out_dir = sys.argv[1], sys.argv[2], sys.argv[3]
     top, batch, kv_cache_dtype = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+    quantization = None if sys.argv[7] == "none" else sys.argv[7]
     windows = np.load(windows_path)
     llm = LLM(
         model=model,
         dtype="bfloat16",
         kv_cache_dtype=kv_cache_dtype,  # fp8: k/v scales from the checkpoint when it has them
+        quantization=quantization,
         max_model_len=windows.shape[1] + 1,
         max_logprobs=top,
         enforce_eager=True,  # numerics match the compiled path; skips minutes of CPU compilation

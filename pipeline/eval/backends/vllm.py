@@ -36,14 +36,15 @@ class Handle:
     model_dir: Path
     vocab_size: int
     kv_cache_dtype: str = "auto"
+    quantization: str | None = None  # online quantization at load (`--quantization fp8`)
 
 
-def load(model_dir: Path, kv_cache_dtype: str = "auto") -> Handle:
+def load(model_dir: Path, kv_cache_dtype: str = "auto", quantization: str | None = None) -> Handle:
     import json
 
     serving_env.require("eval backend vllm")
     config = json.loads((Path(model_dir) / "config.json").read_text())
-    return Handle(Path(model_dir), int(config["vocab_size"]), kv_cache_dtype)
+    return Handle(Path(model_dir), int(config["vocab_size"]), kv_cache_dtype, quantization)
 
 
 def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
@@ -61,6 +62,7 @@ def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
             str(top),
             str(BATCH_WINDOWS),
             handle.kv_cache_dtype,
+            handle.quantization or "none",
         ]
         env = {
             **os.environ,
@@ -104,4 +106,5 @@ def _dense(ids: torch.Tensor, values: torch.Tensor, vocab: int) -> torch.Tensor:
 
 
 def describe(handle: Handle) -> dict:
-    return {"backend": NAME, "dtype": "bfloat16", "kv_cache": f"{handle.kv_cache_dtype} (vLLM)"}
+    dtype = f"bfloat16, online {handle.quantization}" if handle.quantization else "bfloat16"
+    return {"backend": NAME, "dtype": dtype, "kv_cache": f"{handle.kv_cache_dtype} (vLLM)"}

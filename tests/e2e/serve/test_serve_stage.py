@@ -283,3 +283,31 @@ def _env(runs):
     import os
 
     return {**os.environ, "RUNS_DIR": str(runs)}
+
+
+def test_vllm_online_fp8_is_measured_where_the_build_can_else_refused_up_front(session_runs):
+    """vllm-fp8: the original served with `--quantization fp8` beside itself served plainly.
+    vLLM 0.32's CPU wheel stubs the FP8 activation kernel: there every command that would run
+    it exits 4 with one line before anything starts; quantize records the online entry."""
+    from pipeline import serving_env
+
+    needs_serving_env()
+    quantize = cli("quantize", "--recipe", "vllm-fp8", runs=session_runs)
+    assert quantize.returncode == 0 and "no artifact: vllm serve" in quantize.stdout
+    if not serving_env.capabilities()["online_fp8"]:
+        for command in (["serve", *SWEEP], ["eval"], ["run", *SWEEP]):
+            result = cli(*command, "--recipe", "vllm-fp8", runs=session_runs)
+            assert result.returncode == 4, result.stderr[-2000:]
+            (line,) = result.stderr.strip().splitlines()
+            assert "cannot" in line and "online fp8 (`--quantization fp8`" in line
+        assert not (session_runs / "tiny-llama" / "vllm-fp8" / "serve").exists()
+        assert vllm_processes() == []
+        pytest.skip("this host's vLLM build has no online FP8 kernels: refusal checked")
+    result = cli("serve", "--recipe", "vllm-fp8", *SWEEP, runs=session_runs, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = session_runs / "tiny-llama" / "vllm-fp8"
+    results = json.loads(results_path(run, "serve").read_text())
+    assert results["comparison"]["paired"]
+    assert results["quantized"]["model_dir"] == results["original"]["model_dir"]  # one checkpoint
+    log = (results_path(run, "serve").parent / "server.log").read_text()
+    assert "quantization=fp8" in log or "'quantization': 'fp8'" in log

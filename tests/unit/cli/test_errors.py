@@ -42,7 +42,11 @@ def test_dry_run_json_for_every_recipe_on_every_alias(tmp_path, monkeypatch, cap
         code = main(["quantize", "--model", alias, "--recipe", name, "--dry-run", "--json"])
         assert code == 0
         plan = json.loads(capsys.readouterr().out)
-        ratio = plan["memory_bytes"]["artifact_estimate"] / plan["memory_bytes"]["weights_bf16"]
+        if "online" in plan:  # vLLM quantizes at load: FP8 in memory, the 16-bit checkpoint
+            ratio = plan["online"]["in_vllm_estimate"] / plan["online"]["weights_bf16"]
+            assert plan["online"]["vllm_args"] == ["--quantization", "fp8"]
+        else:
+            ratio = plan["memory_bytes"]["artifact_estimate"] / plan["memory_bytes"]["weights_bf16"]
         assert 0.2 < ratio < 0.75
 
 

@@ -16,11 +16,14 @@ def test_the_required_recipes_ship_with_their_schemes():
         "gptq": "W4A16",
         "int8": "W8A8",
         "w4a16-rtn": "W4A16",
+        "vllm-fp8": "FP8_DYNAMIC",  # online: what vLLM holds in memory
     }
     mods = {name: [m for m, _ in recipe.load(name).modifiers()] for name in schemes}
+    assert mods["vllm-fp8"] == [] and recipe.load("vllm-fp8").online == "fp8"
     assert mods["awq"] == ["AWQModifier", "QuantizationModifier"]
     assert mods["int8"] == ["SmoothQuantModifier", "GPTQModifier"]
     kv = {name for name in schemes if recipe.load(name).kv_cache_scheme()}
+    assert {n for n in schemes if recipe.load(n).vllm_args()} == {"vllm-fp8"}
     assert kv == {"fp8-kv"} and recipe.load("fp8-kv").spec.serve.kv_cache_dtype == "fp8"
     assert mods["w4a16-rtn"] == ["QuantizationModifier"]
 
@@ -71,3 +74,18 @@ def test_recipes_command_prints_one_line_per_recipe(tmp_path):
     assert result.returncode == 0
     lines = result.stdout.strip().splitlines()
     assert [line.split()[0] for line in lines] == recipe.shipped()
+
+
+def test_online_recipes_have_no_quantization_section_and_others_need_one(tmp_path):
+    from pipeline.core.errors import UserError
+
+    both = "description: x\nonline: fp8\nquantization:\n  s_stage:\n    m_modifiers:\n"
+    both += "      QuantizationModifier: {targets: [Linear], scheme: FP8_DYNAMIC}\n"
+    with pytest.raises(UserError, match="leave out the quantization section"):
+        recipe.load(str(_write(tmp_path, both)))
+    with pytest.raises(UserError, match="needs at least one <name>_stage"):
+        recipe.load(str(_write(tmp_path, "description: x\n")))
+    with pytest.raises(UserError, match="online"):
+        recipe.load(str(_write(tmp_path, "description: x\nonline: int3\n")))
+    online = recipe.load(str(_write(tmp_path, "description: x\nonline: fp8\n")))
+    assert online.vllm_args() == ["--quantization", "fp8"] and online.scheme().weight_bits == 8
