@@ -135,9 +135,11 @@ def _serving(results, Metric) -> list:
         found.append(
             Metric(f"c{c}.output_tok_s_ratio", tok.ratio, tok.ratio_se, "higher", "throughput")
         )
-        ttft = lv.ttft_median_ms.ratio
-        if ttft is not None:
-            found.append(Metric(f"c{c}.ttft_median_ratio", ttft, None, "lower", "throughput"))
+        ttft = lv.ttft_median_ms
+        if ttft.ratio is not None:
+            found.append(
+                Metric(f"c{c}.ttft_median_ratio", ttft.ratio, ttft.ratio_se, "lower", "throughput")
+            )
     return found
 
 

@@ -36,7 +36,7 @@ class Thresholds(Strict):
         3.0, gt=0, description="a quality metric regresses when worse by this many standard errors"
     )
     throughput_band: float = Field(
-        0.25, gt=0, lt=1, description="relative drop in a throughput ratio counted as noise"
+        0.45, gt=0, lt=1, description="relative drop in a throughput ratio counted as noise"
     )
     memory_band: float = Field(0.01, ge=0, description="relative growth of the checkpoint")
 

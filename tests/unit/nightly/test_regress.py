@@ -50,6 +50,17 @@ def test_throughput_ratios_use_the_noise_band_and_absolute_tok_s_is_not_gated():
     assert f.metric == "c4.output_tok_s_ratio" and "noise band" in f.limit
 
 
+def test_a_throughput_drop_within_its_runs_own_noise_is_not_a_regression():
+    """Paired ratios carry the standard error of their repeats: a 30% drop (beyond the band)
+    between runs whose own repeats scatter by more is noise, not a finding."""
+    before = _m("c4.output_tok_s_ratio", 1.0, 0.02, better="higher", kind="throughput")
+    noisy = _m("c4.output_tok_s_ratio", 0.7, 0.15, better="higher", kind="throughput")
+    assert compare(noisy, before, T) == []  # 0.30 < 3 × hypot(0.15, 0.02) = 0.45
+    steady = _m("c4.output_tok_s_ratio", 0.7, 0.03, better="higher", kind="throughput")
+    (f,) = compare(steady, before, T)
+    assert "noise band and 3 SE" in f.limit
+
+
 def test_checkpoint_growth_beyond_the_band():
     before = _m("checkpoint_bytes", 1000, kind="memory")
     assert compare(_m("checkpoint_bytes", 1005, kind="memory"), before, T) == []
