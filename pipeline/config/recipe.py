@@ -204,6 +204,8 @@ class RecipeFile:
         return None
 
     def ignored(self) -> list[str]:
+        if self.spec.online:
+            return ["lm_head"]  # vLLM's online FP8 quantizes Linear layers, not the LM head
         for _, args in self.modifiers():
             if "ignore" in args:
                 value = args["ignore"]
@@ -218,6 +220,9 @@ def check_modifiers(rf: RecipeFile) -> None:
     """Build the modifiers with llm-compressor's own pydantic models (extra="forbid"), so an
     unknown modifier or argument fails before any weights are loaded. Imports llm-compressor."""
     import os
+
+    if rf.online:
+        return  # no modifiers: vLLM quantizes at load
 
     # Its import-time device warnings are noise for a syntax check; a run re-enables its logs.
     user_set = "LLM_COMPRESSOR_LOG_DISABLED" in os.environ
@@ -247,6 +252,11 @@ def _modifier_class(name: str):
     return ModifierFactory._registered_registry.get(name) or ModifierFactory._main_registry.get(
         name
     )
+
+
+def artifact_recipes() -> list[str]:
+    """The shipped recipes that make an artifact (not vLLM's online quantization)."""
+    return [name for name in shipped() if not load(name).online]
 
 
 def shipped() -> list[str]:

@@ -19,7 +19,7 @@ def test_tiny_llama_kv_tokens_for_a_1gib_pool(tiny_model):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", recipe.shipped())
+@pytest.mark.parametrize("name", recipe.artifact_recipes())
 def test_predicted_weights_match_the_artifact_within_2_percent(quantized, tiny_model, name):
     from pipeline.quantize import artifact
 

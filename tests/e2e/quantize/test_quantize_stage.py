@@ -40,7 +40,7 @@ LOSS_TOLERANCE = {
 }
 
 
-@pytest.mark.parametrize("name", recipe.shipped())
+@pytest.mark.parametrize("name", recipe.artifact_recipes())
 def test_artifact_format_and_manifest(quantized, name):
     run = quantized(name)
     table = tensors(run / "artifact")
@@ -101,7 +101,7 @@ def original_loss(tiny_model):
     return _heldout_loss(tiny_model)
 
 
-@pytest.mark.parametrize("name", recipe.shipped())
+@pytest.mark.parametrize("name", recipe.artifact_recipes())
 def test_artifact_reloads_in_transformers_with_loss_close_to_original(
     quantized, original_loss, name
 ):
