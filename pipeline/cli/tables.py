@@ -86,7 +86,7 @@ def serve_table(results: ServeResults) -> str:
     for row in c.levels:
         for label, key in metrics:
             pair = getattr(row, key)
-            spread = f"{pair.spread[0]:.3f}–{pair.spread[1]:.3f}" if pair.spread else ""
+            spread = _range(pair)
             lines.append(
                 f"{row.concurrency:>5} {label:<12} {_num(pair.original, 1.0):>10} "
                 f"{_num(pair.quantized, 1.0):>10} {_x(pair.ratio, pair.note):>8} {spread:>13}"
@@ -112,9 +112,8 @@ def slo_lines(results: ServeResults) -> str:
         if side.capacity is None:
             met = "met at no level measured"
         else:
-            more = "+" if side.capacity_is_lower_bound else ""
             goodput = side.goodput_requests_s
-            met = f"met up to c={side.capacity}{more}" + (
+            met = f"met up to {_capacity(side)}" + (
                 f" (goodput {goodput:.2f} req/s)" if goodput is not None else ""
             )
         bound = side.memory_bound_concurrency
@@ -148,30 +147,30 @@ def run_table(quality: EvalResults | None, serving: ServeResults | None, title: 
             )
         if top:
             t = top.output_tok_s
-            spread = f" [{t.spread[0]:.3f}–{t.spread[1]:.3f}]" if t.spread else ""
+            spread = f" [{_range(t)}]" if t.spread else ""
             lines.append(
                 f"  output tok/s @ c={top.concurrency:<4} {_x(t.ratio)}{spread}; "
                 f"TTFT p50 {_x(top.ttft_median_ms.ratio, top.ttft_median_ms.note)}; TPOT p50 "
                 f"{_x(top.tpot_median_ms.ratio, top.tpot_median_ms.note)} (quantized / original"
                 f"{', paired' if serving.comparison.paired else ', cached original'})"
             )
-        capacities = [
-            f"{name} c={side.capacity}{'+' if side.capacity_is_lower_bound else ''}"
-            if side.capacity is not None
-            else f"{name} none"
-            for name, side in (
-                ("original", serving.slo.original),
-                ("quantized", serving.slo.quantized),
-            )
-        ]
+        sides = (("original", serving.slo.original), ("quantized", serving.slo.quantized))
+        capacities = [f"{name} {_capacity(side)}" for name, side in sides]
         lines.append(f"  SLO capacity          {', '.join(capacities)}")
     if quality:
         lines.append(f"  eval gates            {'passed' if quality.gates.passed else 'FAILED'}")
     return "\n".join(lines)
 
 
-def _latency(pair: Pair) -> str:
-    return f"{pair.quantized:.1f}" if pair.quantized is not None else "n/a"
+def _capacity(side) -> str:
+    """c=16 (the highest level that met the SLO), c=16+ (the highest measured), or none."""
+    if side.capacity is None:
+        return "none"
+    return f"c={side.capacity}{'+' if side.capacity_is_lower_bound else ''}"
+
+
+def _range(pair: Pair) -> str:
+    return f"{pair.spread[0]:.3f}–{pair.spread[1]:.3f}" if pair.spread else ""
 
 
 def _num(value, scale: float) -> str:

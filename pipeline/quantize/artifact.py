@@ -51,6 +51,11 @@ def tensors(folder: Path) -> dict[str, TensorInfo]:
     return found
 
 
+def tensor_bytes(folder: Path) -> int:
+    """Bytes of a checkpoint's tensors, from the safetensors headers (no weights loaded)."""
+    return sum(info.nbytes for info in tensors(folder).values())
+
+
 def quantized_modules(table: dict[str, TensorInfo]) -> set[str]:
     return {name.rsplit(".", 1)[0] for name in table if name.endswith(".weight_scale")}
 

@@ -176,16 +176,15 @@ def _online(job: QuantizeStage, out: Path) -> dict:
     entry records that (later stages build on it like on an artifact)."""
     import json
 
-    from pipeline.quantize.artifact import tensors
+    from pipeline.quantize.artifact import tensor_bytes
 
     (out / "online.json").write_text(
         json.dumps({"model": str(job.model_path), "vllm_args": job.recipe.vllm_args()}) + "\n"
     )
-    original = sum(t.nbytes for t in tensors(job.model_path).values())
     return {
         "online": job.recipe.online,
         "vllm_args": job.recipe.vllm_args(),
-        "tensor_bytes": original,  # what is stored and loaded: the original's checkpoint
+        "tensor_bytes": tensor_bytes(job.model_path),  # what is stored and loaded: the original
         "reload": {
             "transformers": False,
             "reason": f"vLLM quantizes it as it loads (online {job.recipe.online}); "

@@ -63,7 +63,7 @@ def measure(sides: list[Side]) -> dict[str, dict]:
             "served_name": side.name,
             "complete": False,
             "max_model_len": context,
-            "checkpoint_bytes": sum(t.nbytes for t in artifact.tensors(side.model_dir).values()),
+            "checkpoint_bytes": artifact.tensor_bytes(side.model_dir),
             "levels": [],
         }
         servers[side.key] = Server(

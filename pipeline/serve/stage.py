@@ -10,8 +10,8 @@ which `--original cached` compares against instead (no second server; the ratio 
 whatever changed on the host in between). Results: runs/<model>/<recipe>/serve/<fingerprint>/
 results.json (pipeline/serve/results.py), the benchmark JSONs and logs beside it (the paired
 original's under original/), and the manifest's "serve" entry; each settings and host keep their
-own. A failed run leaves
-<fingerprint>.incomplete/ (results.json "complete": false) and a "failed" manifest entry.
+own. A failed run leaves <fingerprint>.incomplete/ (results.json "complete": false) and a
+"failed" manifest entry.
 """
 
 import contextlib
