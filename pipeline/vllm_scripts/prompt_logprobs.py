@@ -6,11 +6,10 @@
 QUANTIZATION: "none", or an online method vLLM applies as it loads the weights ("fp8").
 
 TOP = -1 asks for the whole vocabulary (exact; fine for small vocabularies), else the TOP most
-likely tokens per position plus the actual next token. Windows go through vLLM BATCH at a time
-(vLLM returns log-probs as Python lists: ~100 bytes per entry, so a whole split at once would
-need tens of GB), each batch written as OUT_DIR/batch-NNNNN.npz (renamed into place when
-complete) with flat arrays: for window w of the batch and position i (1…n−1), entries
-start[w, i−1]:end[w, i−1] of `ids` / `logprobs`.
+likely tokens per position plus the actual next token. Windows go through vLLM BATCH at a time,
+each batch written as OUT_DIR/batch-NNNNN.npz (renamed into place when complete):
+- TOP = -1: `dense`, [windows, positions, vocab] float32 log-probs of positions 1…n−1;
+- else `ids` and `logprobs`, [windows, positions, TOP + 1], column 0 the actual next token.
 """
 
 import os
@@ -26,6 +25,7 @@ def main() -> None:
     top, batch, kv_cache_dtype = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
     quantization = None if sys.argv[7] == "none" else sys.argv[7]
     windows = np.load(windows_path)
+    _keep_arrays()
     llm = LLM(
         model=model,
         dtype="bfloat16",
@@ -36,34 +36,48 @@ def main() -> None:
         enforce_eager=True,  # numerics match the compiled path; skips minutes of CPU compilation
         seed=0,
     )
-    params = SamplingParams(
-        max_tokens=1, temperature=0, prompt_logprobs=top, flat_logprobs=True, detokenize=False
-    )
+    params = SamplingParams(max_tokens=1, temperature=0, prompt_logprobs=top, detokenize=False)
     for b, first in enumerate(range(0, len(windows), batch)):
         prompts = [{"prompt_token_ids": w.tolist()} for w in windows[first : first + batch]]
         outputs = llm.generate(prompts, params, use_tqdm=False)
-        _write(outputs, os.path.join(out_dir, f"batch-{b:05d}.npz"))
+        arrays = [_positions(out.prompt_logprobs) for out in outputs]
+        _write(arrays, top, os.path.join(out_dir, f"batch-{b:05d}.npz"))
     print("prompt_logprobs: done", flush=True)
 
 
-def _write(outputs, path: str) -> None:
-    ids, logprobs, starts, ends = [], [], [], []
-    offset = 0
-    for out in outputs:
-        flat = out.prompt_logprobs  # FlatLogprobs; position 0 has no prediction
-        ids.append(np.asarray(flat.token_ids, dtype=np.int32))
-        logprobs.append(np.asarray(flat.logprobs, dtype=np.float32))
-        starts.append(np.asarray(flat.start_indices[1:], dtype=np.int64) + offset)
-        ends.append(np.asarray(flat.end_indices[1:], dtype=np.int64) + offset)
-        offset += len(flat.token_ids)
+def _keep_arrays() -> None:
+    """vLLM turns every prompt log-prob into Python objects (most of this script's time with a
+    whole vocabulary, ~100 bytes an entry); keep the engine's arrays instead. vLLM is pinned
+    (requirements-serve.txt): a changed internal fails here, loudly, not in the numbers."""
+    from vllm.v1.engine.logprobs import LogprobsProcessor
+
+    if not hasattr(LogprobsProcessor, "_update_prompt_logprobs"):
+        raise RuntimeError("vLLM's LogprobsProcessor changed: update prompt_logprobs.py")
+
+    def update(self, tensors) -> None:
+        token_ids, logprobs, *_ = tensors  # [positions, TOP + 1], column 0 the prompt token
+        self.prompt_logprobs.append((token_ids.numpy().copy(), logprobs.numpy().copy()))
+
+    LogprobsProcessor._update_prompt_logprobs = update
+
+
+def _positions(chunks: list) -> tuple[np.ndarray, np.ndarray]:
+    """One request's (ids, log-probs) of positions 1…n−1; chunks[0] is position 0's None."""
+    parts = chunks[1:]  # one part per prefill chunk, in order
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _write(arrays: list[tuple[np.ndarray, np.ndarray]], top: int, path: str) -> None:
+    ids = np.stack([a[0] for a in arrays])
+    logprobs = np.stack([a[1] for a in arrays]).astype(np.float32)
+    if top == -1:  # every token is there: place them by id
+        dense = np.empty((*ids.shape[:2], ids.shape[2] - 1), dtype=np.float32)
+        np.put_along_axis(dense, ids[..., 1:], logprobs[..., 1:], axis=-1)
+        columns = {"dense": dense}
+    else:
+        columns = {"ids": ids.astype(np.int32), "logprobs": logprobs}
     tmp = path + ".partial.npz"
-    np.savez(
-        tmp,
-        ids=np.concatenate(ids),
-        logprobs=np.concatenate(logprobs),
-        start=np.stack(starts),
-        end=np.stack(ends),
-    )
+    np.savez(tmp, **columns)
     os.replace(tmp, path)
 
 

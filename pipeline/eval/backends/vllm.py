@@ -2,7 +2,7 @@
 
 vLLM lives in the serving env (.venv-serve), so this runs pipeline/vllm_scripts/
 prompt_logprobs.py there as a subprocess (its own process group, always stopped), once per
-model over all windows, reading its results batch by batch as they appear.
+model over all windows, reading its results batch by batch as they appear as arrays.
 With a vocabulary up to FULL_VOCAB_LIMIT it asks for every token's log-prob (exact); above
 that for the top TOP_LOGPROBS (the reference's default reference_max_k), and the unseen tokens
 share the remaining mass evenly.
@@ -85,24 +85,22 @@ def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
 
 
 def _windows(out: dict, vocab: int) -> Iterator[torch.Tensor]:
-    ids = torch.from_numpy(out["ids"]).long()
-    values = torch.from_numpy(out["logprobs"]).float()
-    for starts, ends in zip(out["start"], out["end"], strict=True):
-        rows = []
-        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-            rows.append(_dense(ids[s:e], values[s:e], vocab))
-        yield torch.stack(rows)
+    if "dense" in out:
+        yield from torch.from_numpy(out["dense"])
+        return
+    for ids, values in zip(out["ids"], out["logprobs"], strict=True):
+        yield _filled(torch.from_numpy(ids).long(), torch.from_numpy(values), vocab)
 
 
-def _dense(ids: torch.Tensor, values: torch.Tensor, vocab: int) -> torch.Tensor:
-    seen = torch.zeros(vocab, dtype=torch.bool)
-    seen[ids] = True
-    unseen = vocab - int(seen.sum())
-    rest = (1 - values.double().exp().sum()).clamp(min=1e-12)
-    fill = float((rest / max(unseen, 1)).log()) if unseen else float("-inf")
-    row = torch.full((vocab,), fill, dtype=torch.float32)
-    row[ids] = values
-    return row
+def _filled(ids: torch.Tensor, values: torch.Tensor, vocab: int) -> torch.Tensor:
+    """[positions, k] returned log-probs → [positions, vocab]: the tokens vLLM did not return
+    share the rest of the mass evenly (an actual token that is also in the top k is one entry)."""
+    dense = torch.full((ids.shape[0], vocab), float("-inf")).scatter_(1, ids, values)
+    seen = torch.isfinite(dense)
+    unseen = (vocab - seen.sum(1)).clamp(min=1)
+    rest = (1 - dense.double().exp().sum(1)).clamp(min=1e-12)
+    fill = (rest / unseen).log().float()
+    return torch.where(seen, dense, fill[:, None])
 
 
 def describe(handle: Handle) -> dict:

@@ -193,8 +193,8 @@ def test_backends_agree_and_keep_their_own_results(tmp_path, session_runs, tiny_
 
     if not serving_env.available():
         pytest.skip("serving env not built (make setup)")
-    # fp8 with a 1,024-token budget (vLLM's full-vocabulary prompt log-probs are slow on CPU:
-    # ~200 MB of Python lists per window); its lm-eval task is checked on its own below
+    # fp8 with a 1,024-token budget (vLLM's start-up is most of its time on CPU); its lm-eval
+    # task is checked on its own below
     small = tmp_path / "fp8-small.yaml"
     text = (REPO / "recipes" / "fp8.yaml").read_text().replace("16384", "1024")
     small.write_text(re.sub(r"\n  tasks:.*?\n(?=  gates:)", "\n", text, flags=re.S))
