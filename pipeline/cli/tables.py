@@ -83,6 +83,8 @@ def serve_table(results: ServeResults) -> str:
     lines.append(
         f"{'c':>5} {'metric':<12} {'original':>10} {'quantized':>10} {'ratio':>8} {'range':>13}"
     )
+    if any(row.output_tok_s_per_gpu for row in c.levels):  # GPU hosts: the seed's metric
+        metrics = (metrics[0], ("tok/s/GPU", "output_tok_s_per_gpu"), *metrics[1:])
     for row in c.levels:
         for label, key in metrics:
             pair = getattr(row, key)

@@ -59,6 +59,20 @@ def unpaired(o: Level, q: Level, metric: str, floor: float | None = None) -> Pai
     return base
 
 
+def per_gpu(p: Pair, gpus_o: int, gpus_q: int) -> Pair:
+    """The same throughputs per GPU: what a quantization that needs fewer GPUs buys."""
+    scale = gpus_o / gpus_q
+    return p.model_copy(
+        update={
+            "original": None if p.original is None else p.original / gpus_o,
+            "quantized": None if p.quantized is None else p.quantized / gpus_q,
+            "ratio": None if p.ratio is None else p.ratio * scale,
+            "spread": None if p.spread is None else (p.spread[0] * scale, p.spread[1] * scale),
+            "ratio_se": None if p.ratio_se is None else p.ratio_se * scale,
+        }
+    )
+
+
 def compare(original: Measurement, quantized: Measurement, is_paired: bool) -> Comparison:
     eo, eq = original.engine, quantized.engine
     memory = {
@@ -78,6 +92,10 @@ def compare(original: Measurement, quantized: Measurement, is_paired: bool) -> C
         if lo is None:
             continue
         row = {"concurrency": lq.concurrency, "output_tok_s": ratio(lo, lq, "output_tok_s")}
+        if original.gpus and quantized.gpus:
+            row["output_tok_s_per_gpu"] = per_gpu(
+                row["output_tok_s"], original.gpus, quantized.gpus
+            )
         row |= {key: ratio(lo, lq, key, LATENCY_FLOOR_MS) for key in LATENCIES}
         levels.append(row)
     repeats = max((len(lv.runs) for lv in quantized.levels), default=0)

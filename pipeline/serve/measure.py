@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config.recipe import ServeSettings
-from pipeline.core import procs, progress
+from pipeline.core import environment, procs, progress
 from pipeline.core.errors import ServerError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import VLLM_SCRIPTS
@@ -64,6 +64,7 @@ def measure(sides: list[Side]) -> dict[str, dict]:
             "complete": False,
             "max_model_len": context,
             "checkpoint_bytes": artifact.tensor_bytes(side.model_dir),
+            "gpus": side.settings.tensor_parallel_size if environment.gpus() else None,
             "levels": [],
         }
         servers[side.key] = Server(

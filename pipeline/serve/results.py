@@ -88,6 +88,9 @@ class Measurement(BaseModel):
     complete: bool
     max_model_len: int = Field(description="context the engine was started with")
     checkpoint_bytes: int = Field(description="bytes of the safetensors tensors")
+    gpus: int | None = Field(
+        None, description="GPUs the engine ran on (tensor parallel); CPU: none"
+    )
     engine: EngineFacts = EngineFacts()
     smoke: dict = Field(default_factory=dict)
     levels: list[Level] = Field(default_factory=list)
@@ -120,6 +123,9 @@ class MemoryComparison(BaseModel):
 class LevelComparison(BaseModel):
     concurrency: int
     output_tok_s: Pair
+    output_tok_s_per_gpu: Pair | None = Field(
+        None, description="output tokens/s per GPU of each side (GPU hosts only)"
+    )
     ttft_median_ms: Pair
     ttft_p99_ms: Pair
     itl_median_ms: Pair

@@ -16,14 +16,14 @@ def _run(repeat, tok_s, ttft, itl=5.0):
     }  # fmt: skip
 
 
-def _side(runs_by_level: dict[int, list[dict]]) -> Measurement:
+def _side(runs_by_level: dict[int, list[dict]], gpus: int | None = None) -> Measurement:
     levels = [
         {"concurrency": c, "num_prompts": 8, **median(runs), "runs": runs}
         for c, runs in runs_by_level.items()
     ]
     return Measurement(
         model_dir="m", served_name="m", complete=True, max_model_len=512, checkpoint_bytes=1,
-        levels=levels,
+        gpus=gpus, levels=levels,
     )  # fmt: skip
 
 
@@ -75,3 +75,22 @@ def test_median_sums_counts_and_takes_the_median_of_the_rest():
     m = median(runs)
     assert m["completed"] == 24 and m["output_tok_s"] == 20.0 and m["ttft_median_ms"] == 20.0
     assert m["tpot_median_ms"] is None  # no run reported it
+
+
+def test_per_gpu_throughput_counts_the_gpus_each_side_needs():
+    # the seed's case: the bf16 original on 2 GPUs (tensor parallel), FP8 on one
+    o = _side({4: [_run(0, 300.0, 20.0), _run(1, 280.0, 20.0)]}, gpus=2)
+    q = _side({4: [_run(0, 240.0, 20.0), _run(1, 252.0, 20.0)]}, gpus=1)
+    (row,) = compare(o, q, is_paired=True).levels
+    per_gpu = row.output_tok_s_per_gpu
+    assert per_gpu.original == 145.0 and per_gpu.quantized == 246.0
+    assert per_gpu.ratio == pytest.approx(2 * row.output_tok_s.ratio)
+    assert per_gpu.spread == pytest.approx((2 * 0.8, 2 * 0.9))
+    assert per_gpu.ratio_se == pytest.approx(2 * row.output_tok_s.ratio_se)
+
+
+def test_on_cpu_there_is_no_per_gpu_throughput():
+    o = _side({1: [_run(0, 10.0, 30.0)]})
+    q = _side({1: [_run(0, 12.0, 30.0)]})
+    (row,) = compare(o, q, is_paired=True).levels
+    assert row.output_tok_s_per_gpu is None and row.output_tok_s.ratio == pytest.approx(1.2)
