@@ -23,6 +23,21 @@ def require(doing: str) -> None:
         raise UserError(f"{doing} needs the serving env ({SERVE_PYTHON}): make setup")
 
 
+def offline_env() -> dict[str, str]:
+    """Environment for a vLLM script (an in-process `LLM`, not `vllm serve`): a 1 GiB CPU KV
+    pool unless VLLM_CPU_KVCACHE_SPACE says otherwise and, on CPU hosts, vLLM's engine inside
+    the script's process instead of two more processes that each import vLLM again (prompt
+    log-probs of 17 windows here: 36 s → 17 s, a third less per batch without the copy between
+    processes). GPU hosts keep vLLM's default."""
+    from pipeline.core import environment
+
+    env = dict(os.environ)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    if not environment.gpus():
+        env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    return env
+
+
 def version() -> str | None:
     """The serving env's vLLM version, from its package metadata (no import: vLLM is slow)."""
     prefix = SERVE_PYTHON.parent.parent

@@ -8,11 +8,11 @@ The original's scores are cached per (model, tasks, backend) beside the drift re
 """
 
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
 
+from pipeline import serving_env
 from pipeline.config.recipe import TaskSpec
 from pipeline.core import procs
 from pipeline.core.errors import UserError
@@ -69,10 +69,7 @@ def scores(
     print(f"lm-eval ({model}) on the {label} model: {names}", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "spec.json").write_text(json.dumps(spec))
-        env = {
-            **os.environ,
-            "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-        }
+        env = serving_env.offline_env() if backend == "vllm" else None
         log = Path(tmp, "lm_eval.log")
         # cwd: local tasks name their data files relative to evals/tasks/
         code = procs.run(

@@ -9,7 +9,6 @@ share the remaining mass evenly.
 """
 
 import math
-import os
 import tempfile
 import time
 from collections.abc import Iterator
@@ -64,12 +63,8 @@ def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
             handle.kv_cache_dtype,
             handle.quantization or "none",
         ]
-        env = {
-            **os.environ,
-            "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-        }
         log = Path(tmp) / "vllm.log"
-        with procs.group(cmd, log, env) as proc:
+        with procs.group(cmd, log, serving_env.offline_env()) as proc:
             for b in range(batches):
                 path = Path(tmp) / f"batch-{b:05d}.npz"
                 while not path.is_file():

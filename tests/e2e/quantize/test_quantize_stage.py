@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from pipeline import serving_env
 from pipeline.config import recipe
 from pipeline.quantize.artifact import tensors
 from tests.conftest import REPO, SERVE_PYTHON, cli
@@ -165,7 +166,7 @@ def test_artifact_loads_and_generates_in_vllm(quantized, vllm_caps, name):
     if recipe.load(name).scheme().weight_bits == 4 and not vllm_caps["w4a16"]:
         pytest.skip("this CPU lacks AVX-512: vLLM's AVX2 CPU kernels have no W4A16 GEMM")
     script = REPO / "pipeline" / "vllm_scripts" / "generate.py"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env = serving_env.offline_env()
     result = subprocess.run(
         [str(SERVE_PYTHON), str(script), str(quantized(name) / "artifact"), "The list type"],
         capture_output=True,

@@ -41,3 +41,17 @@ def test_alias_script_writes_a_removable_cpu_alias_once(tmp_path):
     assert "Version: 0.32.0+cpu" in (alias / "METADATA").read_text()
     assert sorted(p.name for p in alias.iterdir()) == ["INSTALLER", "METADATA", "RECORD"]
     assert (alias / "RECORD").read_text().count(alias.name) == 3  # only its own files
+
+
+def test_vllm_scripts_run_the_engine_in_process_on_cpu_hosts_only(monkeypatch):
+    from pipeline.core import environment
+
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.setattr(environment, "gpus", lambda: [])
+    env = serving_env.offline_env()
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    monkeypatch.setattr(environment, "gpus", lambda: ["NVIDIA H200"])
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in serving_env.offline_env()
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")  # the user's own setting wins
+    assert serving_env.offline_env()["VLLM_CPU_KVCACHE_SPACE"] == "4"
