@@ -2,7 +2,7 @@
 
 vLLM lives in the serving env (.venv-serve), so this runs pipeline/vllm_scripts/
 prompt_logprobs.py there as a subprocess (its own process group, always stopped), once per
-model over all windows, reading its results batch by batch as they appear as arrays.
+model over all windows, reading the arrays it writes batch by batch as they appear.
 With a vocabulary up to FULL_VOCAB_LIMIT it asks for every token's log-prob (exact); above
 that for the top TOP_LOGPROBS (the reference's default reference_max_k), and the unseen tokens
 share the remaining mass evenly.
@@ -27,7 +27,7 @@ NAME = "vllm"
 SCRIPT = VLLM_SCRIPTS / "prompt_logprobs.py"
 FULL_VOCAB_LIMIT = 32768
 TOP_LOGPROBS = 4096
-BATCH_WINDOWS = 4  # bounds the serving process's memory (see vllm_scripts/prompt_logprobs.py)
+BATCH_WINDOWS = 4  # bounds memory: a batch is [positions, TOP + 1] ids, log-probs, ranks
 
 
 @dataclass
