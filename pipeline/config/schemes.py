@@ -15,6 +15,10 @@ class Scheme:
     group_size: int | None  # None: one scale per output channel (or per tensor / block)
     symmetric: bool
     activation_bits: int | None  # None: activations stay 16-bit
+    scale_bytes: int = 2  # bf16 scales; FP8 E4M3 (NVFP4) and E8M0 (MX) scales are 1 byte
+    block: tuple[int, int] | None = None  # one scale per (rows, columns) block (FP8_BLOCK)
+    per_tensor: bool = False  # one weight scale per tensor (static FP8)
+    global_scales: int = 0  # float32 scales per Linear besides the groups' (NVFP4)
 
     @property
     def label(self) -> str:
@@ -22,18 +26,27 @@ class Scheme:
         kind = "FP" if self.weight_type == "float" else "W"
         return f"{kind}{self.weight_bits}" + ("" if kind == "FP" else acts)
 
+    def scale_count(self, out_features: int, in_features: int) -> int:
+        """Weight scales of one out × in Linear."""
+        if self.block:
+            rows, cols = self.block
+            return -(-out_features // rows) * -(-in_features // cols)
+        if self.group_size:
+            return out_features * (in_features // self.group_size)
+        return 1 if self.per_tensor else out_features
+
 
 PRESETS: dict[str, Scheme] = {
     s.name: s
     for s in (
-        Scheme("W8A16", 8, "int", None, True, None),
+        Scheme("W8A16", 8, "int", 128, True, None),
         Scheme("W4A16", 4, "int", 128, True, None),
         Scheme("W4A16_ASYM", 4, "int", 128, False, None),
         Scheme("W8A8", 8, "int", None, True, 8),
         Scheme("W4A8", 4, "int", 128, True, 8),
-        Scheme("FP8", 8, "float", None, True, 8),
+        Scheme("FP8", 8, "float", None, True, 8, per_tensor=True),
         Scheme("FP8_DYNAMIC", 8, "float", None, True, 8),
-        Scheme("FP8_BLOCK", 8, "float", None, True, 8),
+        Scheme("FP8_BLOCK", 8, "float", None, True, 8, block=(128, 128)),
     )
 }
 

@@ -82,10 +82,9 @@ def artifact_bytes(recipe: RecipeFile, config: dict) -> int:
 
 
 def _scale_bytes(lin: architecture.Linear, scheme: Scheme) -> float:
-    groups_per_row = lin.in_features // scheme.group_size if scheme.group_size else 1
-    scales = lin.out_features * groups_per_row * lin.count
+    scales = scheme.scale_count(lin.out_features, lin.in_features) * lin.count
     zero_points = 0 if scheme.symmetric else scales * scheme.weight_bits / 8
-    return scales * 2 + zero_points
+    return scales * scheme.scale_bytes + zero_points + scheme.global_scales * 4 * lin.count
 
 
 def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus: list) -> dict:

@@ -39,3 +39,38 @@ def test_schemes_from_presets_and_config_groups():
         "custom", 4, 64, False,
     )  # fmt: skip
     assert custom.activation_bits is None and scheme_from_args({}) is None
+
+
+def test_scale_geometry_of_each_preset():
+    """compressed-tensors 0.19's layouts, as tiny-llama's artifacts store them (their tensor
+    bytes matched these sizes exactly, 2026-11-30): W8A16 groups of 128, FP8_BLOCK 128×128
+    blocks, static FP8 one scale per tensor, FP8_DYNAMIC one per output channel."""
+    from pipeline.config.schemes import PRESETS
+
+    assert PRESETS["W8A16"].scale_count(256, 768) == 256 * 6
+    assert PRESETS["FP8_BLOCK"].scale_count(256, 768) == 2 * 6
+    assert PRESETS["FP8_BLOCK"].scale_count(4096, 14336) == 32 * 112
+    assert PRESETS["FP8_BLOCK"].scale_count(200, 130) == 2 * 2  # partial blocks get a scale
+    assert PRESETS["FP8"].scale_count(256, 768) == 1
+    assert PRESETS["FP8_DYNAMIC"].scale_count(256, 768) == 256
+
+
+@pytest.mark.parametrize(
+    "scheme, weight_bytes, scales",
+    [
+        # tiny-llama: 4 layers × (q, o 256×256; k, v 128×256; gate, up 768×256; down 256×768)
+        ("W8A16", 1, 4 * (2 * 256 * 2 + 2 * 128 * 2 + 2 * 768 * 2 + 256 * 6)),
+        ("FP8_BLOCK", 1, 4 * (2 * 2 * 2 + 2 * 1 * 2 + 2 * 6 * 2 + 2 * 6)),
+    ],
+)
+def test_artifact_bytes_count_each_scale(tmp_path, scheme, weight_bytes, scales):
+    from pipeline.core.paths import RECIPES_DIR
+    from pipeline.models.tiny.spec import CONFIG
+
+    text = (RECIPES_DIR / "w4a16-rtn.yaml").read_text().replace("W4A16", scheme)
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    linear = 4 * (2 * 256 * 256 + 2 * 128 * 256 + 3 * 768 * 256)
+    rest = 2 * 4096 * 256 + 256 * (2 * 4 + 1)  # embeddings, LM head, norms: 16-bit
+    expected = linear * weight_bytes + scales * 2 + rest * 2
+    assert plan.artifact_bytes(recipe.load(str(path)), CONFIG) == expected
