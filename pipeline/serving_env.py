@@ -67,17 +67,39 @@ def capabilities() -> dict:
     return caps
 
 
+# why a dense Linear kernel is missing, by the capability the probe reports
+_MISSING = {
+    "w4a16": "its AVX2 CPU kernels have no W4A16 GEMM; needs AVX-512 or a GPU",
+    "w8a16": "its CPU mixed-precision kernel takes INT4 weights only; a GPU runs INT8 ones",
+    "fp8_block": "its CPU block-FP8 kernels need AMX, Sapphire Rapids or newer; a GPU runs them",
+}
+
+
+def dense_kernel(scheme) -> str | None:
+    """The capability a quantized Linear of this scheme needs (None: every build has one)."""
+    if not scheme:
+        return None
+    if scheme.block:
+        return "fp8_block"
+    if scheme.weight_type == "int" and scheme.weight_bits == 4:
+        return "w4a16"
+    if scheme.weight_type == "int" and scheme.weight_bits == 8 and not scheme.activation_bits:
+        return "w8a16"
+    return None
+
+
 def runs_scheme(scheme) -> bool:
-    return not (scheme and scheme.weight_bits == 4) or capabilities()["w4a16"]
+    """False only where the probe found no kernel (None, a probe that failed, lets vLLM say)."""
+    needed = dense_kernel(scheme)
+    return needed is None or capabilities().get(needed) is not False
 
 
 def require_scheme(scheme, doing: str, hint: str = "") -> None:
-    """NotOnThisHost when this host's vLLM build has no kernel for the scheme (W4A16 on AVX2)."""
+    """NotOnThisHost when this host's vLLM build has no kernel for the scheme (W4A16 on AVX2,
+    W8A16 on any CPU, FP8 blocks without AMX)."""
     if not runs_scheme(scheme):
-        raise NotOnThisHost(
-            f"this host's vLLM cannot {doing} {scheme.name} (its AVX2 CPU kernels have no W4A16 "
-            f"GEMM; needs AVX-512 or a GPU){hint}"
-        )
+        reason = _MISSING[dense_kernel(scheme)]
+        raise NotOnThisHost(f"this host's vLLM cannot {doing} {scheme.name} ({reason}){hint}")
 
 
 def moe_kernel(scheme) -> str | None:

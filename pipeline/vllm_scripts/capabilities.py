@@ -11,6 +11,10 @@ this device and the scheme; on x86 all of them need AMX. Where none does, the en
 start-up ("Unsupported FP8 MoE backend: NONE", "No WNA16 MoE backend supports the deployment
 configuration"; seen on AVX2 and AVX-512 hosts without AMX). Each `*_moe` is None when the
 probe itself fails (a private API that moved).
+Dense W8A16 (INT8 weights, 16-bit activations) needs a mixed-precision kernel for uint8b128: the
+CPU's (CPUWNA16) takes only INT4, so it does not serve on CPU. FP8 weights in 128×128 blocks
+(FP8_BLOCK) serve on CPU only through AMX kernels. Both are asked of vLLM's own kernel choosers
+(None when the probe fails).
 Online FP8 (`vllm serve <bf16 model> --quantization fp8`) quantizes activations with
 `_C::static_scaled_fp8_quant`, which the CPU wheel declares without arguments (a stub): the
 worker fails at start-up with "expected at most 0 argument(s)" (seen on AVX2 and AVX-512).
@@ -39,6 +43,8 @@ def main() -> None:
                 "w4a16_moe": True if cuda else _cpu_moe("int_wna16", _W4A16),
                 "int8_moe": True if cuda else _cpu_moe("int8", _INT8),
                 "online_fp8": cuda or _has_arguments("static_scaled_fp8_quant"),
+                "w8a16": True if cuda else _mixed_precision("uint8b128"),
+                "fp8_block": True if cuda else _cpu_fp8_block(),
             }
         )
     )
@@ -59,6 +65,46 @@ def _has_arguments(op: str) -> bool | None:
     try:
         return len(getattr(torch.ops._C, op).default._schema.arguments) > 0
     except (AttributeError, RuntimeError):
+        return None
+
+
+def _mixed_precision(weight_type: str) -> bool | None:
+    """Can one of this platform's mixed-precision kernels run group-128 weights of this type
+    with bf16 activations? Private vLLM API: None if it moved."""
+    import torch
+
+    try:
+        from vllm.model_executor.kernels.linear import choose_mp_linear_kernel
+        from vllm.model_executor.kernels.linear.mixed_precision.MPLinearKernel import (
+            MPLinearLayerConfig,
+        )
+        from vllm.scalar_type import scalar_types
+
+        config = MPLinearLayerConfig(
+            full_weight_shape=(256, 256),
+            partition_weight_shape=(256, 256),
+            weight_type=getattr(scalar_types, weight_type),
+            act_type=torch.bfloat16,
+            group_size=128,
+            zero_points=False,
+        )
+    except Exception:
+        return None
+    try:
+        choose_mp_linear_kernel(config)
+        return True
+    except ValueError:  # "Failed to find a kernel that can implement …"
+        return False
+
+
+def _cpu_fp8_block() -> bool | None:
+    """Does a CPU block-FP8 GEMM (W8A16 or W8A8) support this host? None if the API moved."""
+    try:
+        from vllm.model_executor.kernels.linear.scaled_mm import cpu
+
+        kernels = (cpu.CPUFp8BlockScaledMMKernel, cpu.CPUFp8W8A8BlockScaledMMKernel)
+        return any(k.is_supported()[0] for k in kernels)
+    except Exception:
         return None
 
 

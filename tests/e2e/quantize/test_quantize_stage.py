@@ -24,6 +24,8 @@ EXPECTED = {
     "int8": {"weight": ("I8", (256, 768)), "weight_scale": ("BF16", (256, 1))},
     "gptq": {"weight_packed": ("I32", (256, 96)), "weight_scale": ("BF16", (256, 6))},
     "w4a16-rtn": {"weight_packed": ("I32", (256, 96)), "weight_scale": ("BF16", (256, 6))},
+    "fp8-block": {"weight": ("F8_E4M3", (256, 768)), "weight_scale": ("BF16", (2, 6))},
+    "w8a16": {"weight_packed": ("I32", (256, 192)), "weight_scale": ("BF16", (256, 6))},
     "awq": {
         "weight_packed": ("I32", (256, 96)),
         "weight_scale": ("BF16", (256, 6)),
@@ -34,6 +36,8 @@ EXPECTED = {
 LOSS_TOLERANCE = {
     "fp8": 0.02,
     "fp8-kv": 0.02,
+    "fp8-block": 0.02,
+    "w8a16": 0.01,
     "int8": 0.03,
     "gptq": 0.08,
     "awq": 0.08,
@@ -74,12 +78,12 @@ def test_artifact_format_and_manifest(quantized, name):
     # Scales (+ zero points) cost a little over the scheme's ideal size, never less.
     assert 1.0 <= m["ratio_to_theoretical"] < 1.05
     expected_ratio = (
-        0.70 if name in ("fp8", "fp8-kv", "int8") else 0.55
+        0.70 if name in ("fp8", "fp8-kv", "fp8-block", "int8", "w8a16") else 0.55
     )  # 3.1M of 5.2M params quantized
     assert abs(m["ratio_to_bf16"] - expected_ratio) < 0.02
     assert (run / "artifact" / "recipe.yaml").is_file()
     samples = m["calibration_samples"]
-    assert samples == (0 if name in ("fp8", "w4a16-rtn") else 64)
+    assert samples == (0 if name in ("fp8", "fp8-block", "w4a16-rtn", "w8a16") else 64)
 
 
 def _heldout_loss(model_dir) -> float:

@@ -17,6 +17,8 @@ def test_the_required_recipes_ship_with_their_schemes():
         "int8": "W8A8",
         "w4a16-rtn": "W4A16",
         "vllm-fp8": "FP8_DYNAMIC",  # online: what vLLM holds in memory
+        "fp8-block": "FP8_BLOCK",
+        "w8a16": "W8A16",
     }
     mods = {name: [m for m, _ in recipe.load(name).modifiers()] for name in schemes}
     assert mods["vllm-fp8"] == [] and recipe.load("vllm-fp8").online == "fp8"

@@ -11,7 +11,7 @@ def test_which_recipes_need_calibration_data():
     needs = {name: plan.needs_calibration(recipe.load(name)) for name in recipe.shipped()}
     assert needs == {
         "awq": True, "fp8": False, "fp8-kv": True, "gptq": True, "int8": True, "w4a16-rtn": False,
-        "vllm-fp8": False,
+        "vllm-fp8": False, "fp8-block": False, "w8a16": False,
     }  # fmt: skip
 
 

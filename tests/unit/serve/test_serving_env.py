@@ -55,3 +55,29 @@ def test_vllm_scripts_run_the_engine_in_process_on_cpu_hosts_only(monkeypatch):
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in serving_env.offline_env()
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")  # the user's own setting wins
     assert serving_env.offline_env()["VLLM_CPU_KVCACHE_SPACE"] == "4"
+
+
+def test_each_scheme_asks_the_probe_for_its_own_kernel(monkeypatch):
+    """This AVX-512 host without AMX (2026-11-30): W4A16 serves; W8A16 (no INT8-weight CPU
+    kernel) and FP8 blocks (AMX only) are refused up front; a probe that failed (None) lets
+    vLLM decide."""
+    import pytest
+
+    from pipeline.config.schemes import PRESETS
+    from pipeline.core.errors import NotOnThisHost
+
+    caps = {"w4a16": True, "w8a16": False, "fp8_block": False}
+    monkeypatch.setattr(serving_env, "capabilities", lambda: caps)
+    kernels = {name: serving_env.dense_kernel(s) for name, s in PRESETS.items()}
+    assert kernels == {
+        "W8A16": "w8a16", "W4A16": "w4a16", "W4A16_ASYM": "w4a16", "W8A8": None, "W4A8": "w4a16",
+        "FP8": None, "FP8_DYNAMIC": None, "FP8_BLOCK": "fp8_block",
+    }  # fmt: skip
+    runs = {name for name, s in PRESETS.items() if serving_env.runs_scheme(s)}
+    assert runs == {"W4A16", "W4A16_ASYM", "W8A8", "W4A8", "FP8", "FP8_DYNAMIC"}
+    with pytest.raises(NotOnThisHost, match="cannot serve FP8_BLOCK .*need AMX"):
+        serving_env.require_scheme(PRESETS["FP8_BLOCK"], "serve")
+    with pytest.raises(NotOnThisHost, match="cannot serve W8A16 .*INT4 weights only"):
+        serving_env.require_scheme(PRESETS["W8A16"], "serve")
+    caps["w8a16"] = None
+    serving_env.require_scheme(PRESETS["W8A16"], "serve")
