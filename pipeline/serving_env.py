@@ -75,6 +75,26 @@ _MISSING = {
 }
 
 
+# where vLLM 0.32 serves each kind of Linear (CPU: what the probe finds on x86 builds)
+SERVES_ON = {
+    None: "GPU, CPU",
+    "w4a16": "GPU, CPU with AVX-512",
+    "w8a16": "GPU",
+    "fp8_block": "GPU, CPU with AMX",
+}
+
+
+def serves_on(recipe) -> str:
+    """Where `make serve` can run a recipe's artifact (quantized MoE models need more: AMX on
+    CPUs, see moe_kernel)."""
+    if recipe.online:
+        return "GPU"  # the CPU wheel's online-FP8 kernel is a stub
+    where = SERVES_ON[dense_kernel(recipe.scheme())]
+    if recipe.spec.serve.kv_cache_dtype.startswith("fp8") and where == SERVES_ON[None]:
+        return "GPU, CPU with AVX-512"  # its CPU attention stores FP8 K/V with AVX-512 or AMX
+    return where
+
+
 def dense_kernel(scheme) -> str | None:
     """The capability a quantized Linear of this scheme needs (None: every build has one)."""
     if not scheme:

@@ -183,15 +183,18 @@ def _ok(command: str, **fields) -> Outcome:
 
 
 def cmd_recipes(args) -> Outcome:
+    from pipeline import serving_env
     from pipeline.config import recipe
 
+    print(f"{'recipe':<12} {'scheme':<12} {'how':<22} {'serves on (vLLM)':<22} description")
     for name in recipe.shipped():
         rf = recipe.load(name)
         scheme = rf.scheme()
         modifiers = "+".join(n.removesuffix("Modifier") for n, _ in rf.modifiers())
         modifiers = modifiers or f"vLLM online {rf.online}"
         print(
-            f"{name:<12} {scheme.name if scheme else '-':<12} {modifiers:<22} {rf.spec.description}"
+            f"{name:<12} {scheme.name if scheme else '-':<12} {modifiers:<22} "
+            f"{serving_env.serves_on(rf):<22} {rf.spec.description}"
         )
     return _ok("recipes")
 

@@ -74,8 +74,17 @@ def test_unknown_recipe_lists_the_valid_names():
 def test_recipes_command_prints_one_line_per_recipe(tmp_path):
     result = cli("recipes", runs=tmp_path)
     assert result.returncode == 0
-    lines = result.stdout.strip().splitlines()
+    header, *lines = result.stdout.strip().splitlines()
+    assert header.split()[:3] == ["recipe", "scheme", "how"] and "serves on (vLLM)" in header
     assert [line.split()[0] for line in lines] == recipe.shipped()
+    serves = {line.split()[0]: line for line in lines}
+    assert "GPU, CPU with AVX-512" in serves["gptq"] and "GPU, CPU with AMX" in serves["fp8-block"]
+    assert "GPU, CPU with AVX-512" in serves["fp8-kv"]
+    assert (
+        "GPU, CPU " in serves["fp8"]
+        and " GPU " in serves["w8a16"]
+        and " GPU " in serves["vllm-fp8"]
+    )
 
 
 def test_online_recipes_have_no_quantization_section_and_others_need_one(tmp_path):
