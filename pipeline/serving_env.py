@@ -67,20 +67,22 @@ def capabilities() -> dict:
     return caps
 
 
-# why a dense Linear kernel is missing, by the capability the probe reports
-_MISSING = {
-    "w4a16": "its AVX2 CPU kernels have no W4A16 GEMM; needs AVX-512 or a GPU",
-    "w8a16": "its CPU mixed-precision kernel takes INT4 weights only; a GPU runs INT8 ones",
-    "fp8_block": "its CPU block-FP8 kernels need AMX, Sapphire Rapids or newer; a GPU runs them",
-}
-
-
-# where vLLM 0.32 serves each kind of Linear (CPU: what the probe finds on x86 builds)
-SERVES_ON = {
-    None: "GPU, CPU",
-    "w4a16": "GPU, CPU with AVX-512",
-    "w8a16": "GPU",
-    "fp8_block": "GPU, CPU with AMX",
+# per capability the probe reports: where vLLM 0.32 serves that kind of Linear (CPU: what the
+# probe finds on x86 builds), and why it cannot where it is missing
+DENSE_KERNELS = {
+    None: ("GPU, CPU", None),
+    "w4a16": (
+        "GPU, CPU with AVX-512",
+        "its AVX2 CPU kernels have no W4A16 GEMM; needs AVX-512 or a GPU",
+    ),
+    "w8a16": (
+        "GPU",
+        "its CPU mixed-precision kernel takes INT4 weights only; a GPU runs INT8 ones",
+    ),
+    "fp8_block": (
+        "GPU, CPU with AMX",
+        "its CPU block-FP8 kernels need AMX, Sapphire Rapids or newer; a GPU runs them",
+    ),
 }
 
 
@@ -89,8 +91,8 @@ def serves_on(recipe) -> str:
     CPUs, see moe_kernel)."""
     if recipe.online:
         return "GPU"  # the CPU wheel's online-FP8 kernel is a stub
-    where = SERVES_ON[dense_kernel(recipe.scheme())]
-    if recipe.spec.serve.kv_cache_dtype.startswith("fp8") and where == SERVES_ON[None]:
+    where = DENSE_KERNELS[dense_kernel(recipe.scheme())][0]
+    if recipe.spec.serve.kv_cache_dtype.startswith("fp8") and dense_kernel(recipe.scheme()) is None:
         return "GPU, CPU with AVX-512"  # its CPU attention stores FP8 K/V with AVX-512 or AMX
     return where
 
@@ -118,7 +120,7 @@ def require_scheme(scheme, doing: str, hint: str = "") -> None:
     """NotOnThisHost when this host's vLLM build has no kernel for the scheme (W4A16 on AVX2,
     W8A16 on any CPU, FP8 blocks without AMX)."""
     if not runs_scheme(scheme):
-        reason = _MISSING[dense_kernel(scheme)]
+        reason = DENSE_KERNELS[dense_kernel(scheme)][1]
         raise NotOnThisHost(f"this host's vLLM cannot {doing} {scheme.name} ({reason}){hint}")
 
 

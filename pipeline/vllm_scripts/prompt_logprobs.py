@@ -48,7 +48,7 @@ def main() -> None:
 def _keep_arrays() -> None:
     """vLLM turns every prompt log-prob into Python objects (most of this script's time with a
     whole vocabulary, ~100 bytes an entry); keep the engine's arrays instead. vLLM is pinned
-    (requirements-serve.txt): a changed internal fails here, loudly, not in the numbers."""
+    (requirements/serve-*.txt): a changed internal fails here, loudly, not in the numbers."""
     from vllm.v1.engine.logprobs import LogprobsProcessor
 
     if not hasattr(LogprobsProcessor, "_update_prompt_logprobs"):
