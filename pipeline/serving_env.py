@@ -83,6 +83,14 @@ DENSE_KERNELS = {
         "GPU, CPU with AMX",
         "its CPU block-FP8 kernels need AMX, Sapphire Rapids or newer; a GPU runs them",
     ),
+    "nvfp4": (
+        "GPU",
+        "vLLM has no CPU kernel for NVFP4; a GPU runs it (natively on Blackwell)",
+    ),
+    "mxfp4": (
+        "GPU",
+        "vLLM has no CPU kernel for MXFP4; a GPU runs it (natively on Blackwell)",
+    ),
 }
 
 
@@ -97,12 +105,26 @@ def serves_on(recipe) -> str:
     return where
 
 
+def gpu_capability(scheme) -> str:
+    """The NVIDIA compute capability vLLM 0.32 runs a scheme's Linears on: natively, and
+    weight-only through Marlin (from 7.5) where the GPU lacks the format's tensor cores."""
+    if not scheme:
+        return "any"
+    if scheme.fp4:
+        return "10.0+ (7.5+ Marlin)"  # FP4 tensor cores: Blackwell
+    if scheme.weight_type == "float":
+        return "8.9+ (7.5+ Marlin)"  # FP8 tensor cores: Ada, Hopper
+    return "7.5+"  # INT8 CUTLASS GEMMs; INT4/INT8 weights through Marlin
+
+
 def dense_kernel(scheme) -> str | None:
     """The capability a quantized Linear of this scheme needs (None: every build has one)."""
     if not scheme:
         return None
     if scheme.block:
         return "fp8_block"
+    if scheme.fp4:
+        return scheme.fp4
     if scheme.weight_type == "int" and scheme.weight_bits == 4:
         return "w4a16"
     if scheme.weight_type == "int" and scheme.weight_bits == 8 and not scheme.activation_bits:
@@ -118,7 +140,7 @@ def runs_scheme(scheme) -> bool:
 
 def require_scheme(scheme, doing: str, hint: str = "") -> None:
     """NotOnThisHost when this host's vLLM build has no kernel for the scheme (W4A16 on AVX2,
-    W8A16 on any CPU, FP8 blocks without AMX)."""
+    W8A16 and FP4 on any CPU, FP8 blocks without AMX)."""
     if not runs_scheme(scheme):
         reason = DENSE_KERNELS[dense_kernel(scheme)][1]
         raise NotOnThisHost(f"this host's vLLM cannot {doing} {scheme.name} ({reason}){hint}")

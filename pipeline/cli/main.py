@@ -186,7 +186,10 @@ def cmd_recipes(args) -> Outcome:
     from pipeline import serving_env
     from pipeline.config import recipe
 
-    print(f"{'recipe':<12} {'scheme':<12} {'how':<22} {'serves on (vLLM)':<22} description")
+    print(
+        f"{'recipe':<12} {'scheme':<12} {'how':<22} {'serves on (vLLM)':<22} "
+        f"{'GPU capability':<20} description"
+    )
     for name in recipe.shipped():
         rf = recipe.load(name)
         scheme = rf.scheme()
@@ -194,7 +197,8 @@ def cmd_recipes(args) -> Outcome:
         modifiers = modifiers or f"vLLM online {rf.online}"
         print(
             f"{name:<12} {scheme.name if scheme else '-':<12} {modifiers:<22} "
-            f"{serving_env.serves_on(rf):<22} {rf.spec.description}"
+            f"{serving_env.serves_on(rf):<22} {serving_env.gpu_capability(scheme):<20} "
+            f"{rf.spec.description}"
         )
     return _ok("recipes")
 

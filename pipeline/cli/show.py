@@ -25,7 +25,8 @@ def quantize(stage, entry, cached: bool) -> None:
     print(f"  artifact  {stage.artifact}")
     print(
         f"  size      {m['tensor_bytes'] / MIB:.2f} MiB tensors, {m['ratio_to_bf16']:.3f}× bf16, "
-        f"{m['ratio_to_theoretical']:.3f}× the scheme's ideal size"
+        f"{m['ratio_to_theoretical']:.3f}× its weights' bits alone"
+        + (f", {m['ratio_to_ideal']:.3f}× with its scales" if "ratio_to_ideal" in m else "")
     )
     if line := routing.describe(m.get("routing")):
         print(f"  routing   {line}")

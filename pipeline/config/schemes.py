@@ -18,13 +18,25 @@ class Scheme:
     scale_bytes: int = 2  # bf16 scales; FP8 E4M3 (NVFP4) and E8M0 (MX) scales are 1 byte
     block: tuple[int, int] | None = None  # one scale per (rows, columns) block (FP8_BLOCK)
     per_tensor: bool = False  # one weight scale per tensor (static FP8)
-    global_scales: int = 0  # float32 scales per Linear besides the groups' (NVFP4)
+    global_scales: int = 0  # 16-bit scales per Linear above the groups' (NVFP4: weight, input)
+    # activation scales observed on calibration data (llm-compressor then requires it): static
+    # FP8, and NVFP4's per-tensor global input scale
+    calibrated_activations: bool = False
 
     @property
     def label(self) -> str:
         acts = f"A{self.activation_bits}" if self.activation_bits else "A16"
+        if self.fp4:
+            return self.fp4.upper() + ("" if self.activation_bits else "A16")
         kind = "FP" if self.weight_type == "float" else "W"
         return f"{kind}{self.weight_bits}" + ("" if kind == "FP" else acts)
+
+    @property
+    def fp4(self) -> str | None:
+        """ "nvfp4" (E2M1 in groups of 16, FP8 scales) or "mxfp4" (groups of 32, E8M0 scales)."""
+        if self.weight_type != "float" or self.weight_bits != 4:
+            return None
+        return "nvfp4" if self.group_size == 16 else "mxfp4"
 
     def scale_count(self, out_features: int, in_features: int) -> int:
         """Weight scales of one out × in Linear."""
@@ -44,9 +56,25 @@ PRESETS: dict[str, Scheme] = {
         Scheme("W4A16_ASYM", 4, "int", 128, False, None),
         Scheme("W8A8", 8, "int", None, True, 8),
         Scheme("W4A8", 4, "int", 128, True, 8),
-        Scheme("FP8", 8, "float", None, True, 8, per_tensor=True),
+        Scheme("FP8", 8, "float", None, True, 8, per_tensor=True, calibrated_activations=True),
         Scheme("FP8_DYNAMIC", 8, "float", None, True, 8),
         Scheme("FP8_BLOCK", 8, "float", None, True, 8, block=(128, 128)),
+        # FP4 (E2M1): NVFP4 groups of 16 with FP8 E4M3 scales under a global scale per tensor
+        # (weights; and input activations, calibrated); MX groups of 32, E8M0 scales
+        Scheme("NVFP4A16", 4, "float", 16, True, None, scale_bytes=1, global_scales=1),
+        Scheme(
+            "NVFP4",
+            4,
+            "float",
+            16,
+            True,
+            4,
+            scale_bytes=1,
+            global_scales=2,
+            calibrated_activations=True,
+        ),  # fmt: skip
+        Scheme("MXFP4A16", 4, "float", 32, True, None, scale_bytes=1),
+        Scheme("MXFP4", 4, "float", 32, True, 4, scale_bytes=1),
     )
 }
 

@@ -99,10 +99,15 @@ def _launch(model_dir: Path, backend: str, kv_cache_dtype: str) -> tuple[str, st
     if backend == "hf":
         import torch
 
+        from pipeline.models.hf_load import fp4_weights
+
         gpu = torch.cuda.is_available()
+        # float32 on CPU as the hf drift backend (exact); but FP4 checkpoints decompress to bf16
+        # and lm-eval's loader cannot widen them (hf_load does that for the drift only)
+        cpu_dtype = "bfloat16" if fp4_weights(model_dir) else "float32"
         args = {
             "pretrained": str(model_dir),
-            "dtype": "auto" if gpu else "float32",  # as the hf drift backend: exact on CPU
+            "dtype": "auto" if gpu else cpu_dtype,
             "device": "cuda" if gpu else "cpu",
             "add_bos_token": True,
         }

@@ -73,8 +73,9 @@ def module_params(table: dict[str, TensorInfo], module: str, bits: int) -> int:
 def size_metrics(artifact: Path, original: Path, scheme: Scheme | None) -> dict:
     """Bytes of quantized vs unquantized tensors, and ratios to bf16 and to the scheme's ideal.
 
-    ideal = quantized weights at the scheme's bit width + every other tensor at 16 bits;
-    ratio_to_theoretical > 1 is the cost of scales, zero points and packing metadata.
+    theoretical = quantized weights at the scheme's bit width + every other tensor at 16 bits;
+    ratio_to_theoretical > 1 is the cost of scales, zero points and packing metadata (the
+    quantize stage adds the ideal with scales, from the planner's geometry).
     """
     new, old = tensors(artifact), tensors(original)
     modules = quantized_modules(new)

@@ -24,6 +24,9 @@ _CALIBRATING = {"GPTQModifier", "AWQModifier", "SmoothQuantModifier"}
 def needs_calibration(recipe: RecipeFile) -> bool:
     """As llm-compressor decides (QuantizationMixin._set_requires_calibration_data): a
     calibrating modifier, a kv_cache_scheme, or static (non-dynamic) input activations."""
+    scheme = recipe.scheme()
+    if scheme and scheme.calibrated_activations:
+        return True
     for name, args in recipe.modifiers():
         if name in _CALIBRATING or args.get("kv_cache_scheme"):
             return True
@@ -84,7 +87,7 @@ def artifact_bytes(recipe: RecipeFile, config: dict) -> int:
 def _scale_bytes(lin: architecture.Linear, scheme: Scheme) -> float:
     scales = scheme.scale_count(lin.out_features, lin.in_features) * lin.count
     zero_points = 0 if scheme.symmetric else scales * scheme.weight_bits / 8
-    return scales * scheme.scale_bytes + zero_points + scheme.global_scales * 4 * lin.count
+    return scales * scheme.scale_bytes + zero_points + scheme.global_scales * 2 * lin.count
 
 
 def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus: list) -> dict:

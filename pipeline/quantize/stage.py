@@ -206,6 +206,11 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
                 f"artifact check: {metrics['tensor_bytes']:,} bytes is below the scheme's ideal "
                 f"{metrics['theoretical_bytes']:,}: quantized parameters miscounted"
             )
+        # the scheme's ideal with its scales, zero points and global scales (the planner's
+        # geometry): what is left above it is packing
+        ideal = plan.artifact_bytes(job.recipe, job.config)
+        metrics["ideal_bytes"] = ideal
+        metrics["ratio_to_ideal"] = round(metrics["tensor_bytes"] / ideal, 4)
         metrics["reload"] = verify.reload(out, metrics["total_params"])
     steps.update()
     steps.close()

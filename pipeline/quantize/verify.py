@@ -21,11 +21,10 @@ def reload(artifact: Path, params: int) -> dict:
         return {"transformers": None, "reason": f"not reloaded here ({params / 1e9:.1f}B params)"}
     import torch
     import transformers
-    from transformers import AutoModelForCausalLM
 
-    model, info = AutoModelForCausalLM.from_pretrained(
-        artifact, dtype=torch.float32, output_loading_info=True
-    )
+    from pipeline.models import hf_load
+
+    model, info = hf_load.from_pretrained(artifact, torch.float32, output_loading_info=True)
     missing, unexpected = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
     if missing or unexpected:
         shown = ", ".join([*unexpected[:1], *missing[:1]])

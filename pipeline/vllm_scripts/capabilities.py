@@ -14,7 +14,8 @@ probe itself fails (a private API that moved).
 Dense W8A16 (INT8 weights, 16-bit activations) needs a mixed-precision kernel for uint8b128: the
 CPU's (CPUWNA16) takes only INT4, so it does not serve on CPU. FP8 weights in 128×128 blocks
 (FP8_BLOCK) serve on CPU only through AMX kernels. Both are asked of vLLM's own kernel choosers
-(None when the probe fails).
+(None when the probe fails). FP4 (NVFP4, MXFP4) linear kernels exist for CUDA (native on
+Blackwell, Marlin weight-only from Ampere, emulation on any GPU), ROCm and XPU; none for CPU.
 Online FP8 (`vllm serve <bf16 model> --quantization fp8`) quantizes activations with
 `_C::static_scaled_fp8_quant`, which the CPU wheel declares without arguments (a stub): the
 worker fails at start-up with "expected at most 0 argument(s)" (seen on AVX2 and AVX-512).
@@ -45,6 +46,8 @@ def main() -> None:
                 "online_fp8": cuda or _has_arguments("static_scaled_fp8_quant"),
                 "w8a16": True if cuda else _mixed_precision("uint8b128"),
                 "fp8_block": True if cuda else _cpu_fp8_block(),
+                "nvfp4": True if cuda else _platform_kernels("_POSSIBLE_NVFP4_KERNELS"),
+                "mxfp4": True if cuda else _platform_kernels("_POSSIBLE_MXFP4_KERNELS"),
             }
         )
     )
@@ -103,6 +106,19 @@ def _cpu_fp8_block() -> bool | None:
         from vllm.model_executor.kernels.linear.scaled_mm import cpu
 
         kernels = (cpu.CPUFp8BlockScaledMMKernel, cpu.CPUFp8W8A8BlockScaledMMKernel)
+        return any(k.is_supported()[0] for k in kernels)
+    except Exception:
+        return None
+
+
+def _platform_kernels(table: str) -> bool | None:
+    """Does one of this platform's kernels in vLLM's table (FP4 linear kernels) support this
+    device? vLLM 0.32 lists none for CPU. None if the table moved."""
+    try:
+        from vllm.model_executor.kernels import linear
+        from vllm.platforms import current_platform
+
+        kernels = getattr(linear, table).get(current_platform._enum, [])
         return any(k.is_supported()[0] for k in kernels)
     except Exception:
         return None

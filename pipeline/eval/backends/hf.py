@@ -11,13 +11,13 @@ NAME = "hf"
 def load(model_dir: Path, kv_cache_dtype: str = "auto"):
     """kv_cache_dtype is not a choice here: compressed-tensors applies the artifact's own
     kv_cache_scheme (quantize-dequantize of k/v with its calibrated scales) when it has one."""
-    from transformers import AutoModelForCausalLM
+    from pipeline.models import hf_load
 
     gpu = torch.cuda.is_available()
     # float32 on CPU: exact, and faster than bf16 there; the checkpoint's dtype on GPU.
-    model = AutoModelForCausalLM.from_pretrained(
+    model = hf_load.from_pretrained(
         model_dir,
-        dtype="auto" if gpu else torch.float32,
+        "auto" if gpu else torch.float32,
         device_map="auto" if gpu else None,
     )
     return model.eval()

@@ -46,8 +46,8 @@ CASES = {
         "unknown scheme 'W4A17'",
     ),
     "preset not supported yet": (
-        lambda t: ["quantize", "--recipe", _file(t, "n.yaml", GPTQ.replace("W4A16", "NVFP4"))],
-        "scheme 'NVFP4' is a compressed-tensors preset this pipeline does not plan or serve yet",
+        lambda t: ["quantize", "--recipe", _file(t, "n.yaml", GPTQ.replace("W4A16", "MXFP8A16"))],
+        "scheme 'MXFP8A16' is a compressed-tensors preset this pipeline does not plan or serve yet",
     ),
     "recipe not UTF-8": (
         lambda t: ["quantize", "--recipe", _file(t, "u.yaml", b"\xff\xfe bad")],

@@ -19,6 +19,9 @@ def test_the_required_recipes_ship_with_their_schemes():
         "vllm-fp8": "FP8_DYNAMIC",  # online: what vLLM holds in memory
         "fp8-block": "FP8_BLOCK",
         "w8a16": "W8A16",
+        "nvfp4": "NVFP4",
+        "nvfp4a16": "NVFP4A16",
+        "mxfp4": "MXFP4",
     }
     mods = {name: [m for m, _ in recipe.load(name).modifiers()] for name in schemes}
     assert mods["vllm-fp8"] == [] and recipe.load("vllm-fp8").online == "fp8"
@@ -85,6 +88,9 @@ def test_recipes_command_prints_one_line_per_recipe(tmp_path):
         and " GPU " in serves["w8a16"]
         and " GPU " in serves["vllm-fp8"]
     )
+    # NVIDIA compute capability: native FP4 on Blackwell, FP8 from Ada; Marlin from Turing
+    assert " GPU  " in serves["nvfp4"] and "10.0+ (7.5+ Marlin)" in serves["nvfp4"]
+    assert "8.9+ (7.5+ Marlin)" in serves["fp8-block"] and " 7.5+ " in serves["gptq"]
 
 
 def test_online_recipes_have_no_quantization_section_and_others_need_one(tmp_path):

@@ -11,7 +11,8 @@ def test_which_recipes_need_calibration_data():
     needs = {name: plan.needs_calibration(recipe.load(name)) for name in recipe.shipped()}
     assert needs == {
         "awq": True, "fp8": False, "fp8-kv": True, "gptq": True, "int8": True, "w4a16-rtn": False,
-        "vllm-fp8": False, "fp8-block": False, "w8a16": False,
+        "vllm-fp8": False, "fp8-block": False, "w8a16": False, "nvfp4": True, "nvfp4a16": False,
+        "mxfp4": False,
     }  # fmt: skip
 
 
@@ -53,6 +54,34 @@ def test_scale_geometry_of_each_preset():
     assert PRESETS["FP8_BLOCK"].scale_count(200, 130) == 2 * 2  # partial blocks get a scale
     assert PRESETS["FP8"].scale_count(256, 768) == 1
     assert PRESETS["FP8_DYNAMIC"].scale_count(256, 768) == 256
+    # FP4: NVFP4 one FP8 scale per 16 values, MX one E8M0 scale per 32 (tiny-llama's down_proj
+    # stores weight_scale (256, 48) and (256, 24))
+    assert PRESETS["NVFP4A16"].scale_count(256, 768) == 256 * 48
+    assert PRESETS["MXFP4"].scale_count(256, 768) == 256 * 24
+
+
+def test_nvfp4_ideal_is_four_bits_plus_an_fp8_scale_per_16_plus_global_scales(tmp_path):
+    """The issue's known answer: params × (4 bits + one 8-bit scale per 16) / 8 + global scales
+    (one per Linear for the weights, one more for NVFP4's activations; 16-bit as stored)."""
+    from pipeline.core.paths import RECIPES_DIR
+    from pipeline.models.tiny.spec import CONFIG
+
+    linear = 4 * (2 * 256 * 256 + 2 * 128 * 256 + 3 * 768 * 256)
+    rest = 2 * 4096 * 256 + 256 * (2 * 4 + 1)
+    for name, globals_per_linear in (("nvfp4a16", 1), ("nvfp4", 2)):
+        expected = linear * (4 + 8 / 16) / 8 + 28 * globals_per_linear * 2 + rest * 2
+        got = plan.artifact_bytes(recipe.load(str(RECIPES_DIR / f"{name}.yaml")), CONFIG)
+        assert got == int(expected), name
+    mx = plan.artifact_bytes(recipe.load(str(RECIPES_DIR / "mxfp4.yaml")), CONFIG)
+    assert mx == int(linear * (4 + 8 / 32) / 8 + rest * 2)
+
+
+def test_calibration_follows_the_schemes_activation_scales():
+    """As llm-compressor decides: static FP8 and NVFP4 (global input scales) observe
+    activations; dynamic FP8, MXFP4 and weight-only schemes need no data."""
+    from pipeline.config.schemes import PRESETS
+
+    assert {name for name, s in PRESETS.items() if s.calibrated_activations} == {"FP8", "NVFP4"}
 
 
 @pytest.mark.parametrize(

@@ -66,17 +66,20 @@ def test_each_scheme_asks_the_probe_for_its_own_kernel(monkeypatch):
     from pipeline.config.schemes import PRESETS
     from pipeline.core.errors import NotOnThisHost
 
-    caps = {"w4a16": True, "w8a16": False, "fp8_block": False}
+    caps = {"w4a16": True, "w8a16": False, "fp8_block": False, "nvfp4": False, "mxfp4": False}
     monkeypatch.setattr(serving_env, "capabilities", lambda: caps)
     kernels = {name: serving_env.dense_kernel(s) for name, s in PRESETS.items()}
     assert kernels == {
         "W8A16": "w8a16", "W4A16": "w4a16", "W4A16_ASYM": "w4a16", "W8A8": None, "W4A8": "w4a16",
-        "FP8": None, "FP8_DYNAMIC": None, "FP8_BLOCK": "fp8_block",
+        "FP8": None, "FP8_DYNAMIC": None, "FP8_BLOCK": "fp8_block", "NVFP4": "nvfp4",
+        "NVFP4A16": "nvfp4", "MXFP4": "mxfp4", "MXFP4A16": "mxfp4",
     }  # fmt: skip
     runs = {name for name, s in PRESETS.items() if serving_env.runs_scheme(s)}
     assert runs == {"W4A16", "W4A16_ASYM", "W8A8", "W4A8", "FP8", "FP8_DYNAMIC"}
     with pytest.raises(NotOnThisHost, match="cannot serve FP8_BLOCK .*need AMX"):
         serving_env.require_scheme(PRESETS["FP8_BLOCK"], "serve")
+    with pytest.raises(NotOnThisHost, match="cannot serve NVFP4A16 .*no CPU kernel for NVFP4"):
+        serving_env.require_scheme(PRESETS["NVFP4A16"], "serve")
     with pytest.raises(NotOnThisHost, match="cannot serve W8A16 .*INT4 weights only"):
         serving_env.require_scheme(PRESETS["W8A16"], "serve")
     caps["w8a16"] = None
