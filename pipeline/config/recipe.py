@@ -32,6 +32,11 @@ class Calibration(Strict):
     num_samples: int = Field(512, ge=0)
     max_seq_length: int = Field(2048, gt=0)
     seed: int = 42
+    pack: bool | None = Field(
+        None,
+        description="concatenate the texts and cut num_samples samples of exactly "
+        "max_seq_length tokens (no padding); default: on for AutoRound, off otherwise",
+    )
 
 
 class Gates(Strict):

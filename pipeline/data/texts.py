@@ -32,7 +32,10 @@ class TextSet:
 
 
 def load_texts(cal: Calibration, tokenizer=None) -> TextSet:
-    """`cal.num_samples` texts (fewer if the source has fewer), shuffled with `cal.seed`."""
+    """`cal.num_samples` texts (fewer if the source has fewer), shuffled with `cal.seed`; when
+    packing, as many texts as fill num_samples × max_seq_length tokens (needs the tokenizer)."""
+    tokens_needed = cal.num_samples * cal.max_seq_length if cal.pack else None
+    tokens = 0
     rows, source = _load_rows(cal.dataset, cal.config_name, cal.split, "calibration")
     column = "messages" if cal.chat_template else cal.text_column
     if column not in rows.column_names:
@@ -44,7 +47,10 @@ def load_texts(cal: Calibration, tokenizer=None) -> TextSet:
         text = _render(value, cal.chat_template, tokenizer)
         if text.strip():
             texts.append(text)
-        if len(texts) == cal.num_samples:
+            if tokens_needed:
+                ids = tokenizer(text, add_special_tokens=not cal.chat_template)["input_ids"]
+                tokens += len(ids)
+        if (tokens >= tokens_needed) if tokens_needed else len(texts) == cal.num_samples:
             break
     if not texts:
         raise UserError(f"calibration data {source}: no non-empty text in column '{column}'")
@@ -54,10 +60,19 @@ def load_texts(cal: Calibration, tokenizer=None) -> TextSet:
         "split": cal.split,
         "column": column,
         "requested_samples": cal.num_samples,
-        "samples": len(texts),
+        "samples": min(cal.num_samples, tokens // cal.max_seq_length) if cal.pack else len(texts),
         "seed": cal.seed,
     }
+    if cal.pack:
+        description |= {"packed": True, "texts": len(texts), "tokens": tokens}
     return TextSet(texts=texts, description=description)
+
+
+def packed(token_lists: list[list[int]], length: int, count: int) -> list[list[int]]:
+    """The texts' tokens end to end, cut into at most `count` samples of exactly `length`
+    (AutoRound's own convention: equal-length samples, no padding to mask out)."""
+    stream = [t for tokens in token_lists for t in tokens]
+    return [stream[i * length : (i + 1) * length] for i in range(min(count, len(stream) // length))]
 
 
 def _render(value, chat: bool, tokenizer) -> str:

@@ -18,7 +18,7 @@ from pipeline.core.errors import UserError
 from pipeline.models import architecture
 
 GIB = 2**30
-_CALIBRATING = {"GPTQModifier", "AWQModifier", "SmoothQuantModifier"}
+_CALIBRATING = {"GPTQModifier", "AWQModifier", "SmoothQuantModifier", "AutoRoundModifier"}
 
 
 def needs_calibration(recipe: RecipeFile) -> bool:

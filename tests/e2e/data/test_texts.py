@@ -28,6 +28,21 @@ def test_default_calibration_is_seeded_and_sized():
     assert other.fingerprint != a.fingerprint
 
 
+def test_packing_fills_equal_length_samples_without_padding(tiny_model):
+    """AutoRound's convention: the texts end to end, cut into num_samples × max_seq_length."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    cal = Calibration(num_samples=8, max_seq_length=128, pack=True)
+    got = data.load_texts(cal, tok)
+    assert got.description["samples"] == 8 and got.description["tokens"] >= 8 * 128
+    lengths = [len(tok(t)["input_ids"]) for t in got.texts]
+    assert sum(lengths[:-1]) < 8 * 128  # no more texts read than the samples need
+    samples = data.packed([tok(t)["input_ids"] for t in got.texts], 128, 8)
+    assert [len(s) for s in samples] == [128] * 8
+    assert data.packed([[1, 2, 3], [4, 5]], 2, 9) == [[1, 2], [3, 4]]  # the tail is dropped
+
+
 def test_local_txt_jsonl_and_parquet(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

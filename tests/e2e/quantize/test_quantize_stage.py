@@ -24,6 +24,7 @@ EXPECTED = {
     "int8": {"weight": ("I8", (256, 768)), "weight_scale": ("BF16", (256, 1))},
     "gptq": {"weight_packed": ("I32", (256, 96)), "weight_scale": ("BF16", (256, 6))},
     "w4a16-rtn": {"weight_packed": ("I32", (256, 96)), "weight_scale": ("BF16", (256, 6))},
+    "autoround": {"weight_packed": ("I32", (256, 96)), "weight_scale": ("BF16", (256, 6))},
     "fp8-block": {"weight": ("F8_E4M3", (256, 768)), "weight_scale": ("BF16", (2, 6))},
     "w8a16": {"weight_packed": ("I32", (256, 192)), "weight_scale": ("BF16", (256, 6))},
     # FP4: two E2M1 values per byte; NVFP4 one FP8 scale per 16 and a global scale per tensor
@@ -54,6 +55,7 @@ LOSS_TOLERANCE = {
     "int8": 0.03,
     "gptq": 0.08,
     "awq": 0.08,
+    "autoround": 0.08,
     "w4a16-rtn": 0.12,
     "nvfp4a16": 0.08,
     "nvfp4": 0.08,
@@ -101,7 +103,7 @@ def test_artifact_format_and_manifest(quantized, name):
     assert abs(m["ratio_to_bf16"] - expected_ratio) < 0.02
     assert (run / "artifact" / "recipe.yaml").is_file()
     samples = m["calibration_samples"]
-    calibrated = ("awq", "fp8-kv", "gptq", "int8", "nvfp4")
+    calibrated = ("autoround", "awq", "fp8-kv", "gptq", "int8", "nvfp4")
     assert samples == (64 if name in calibrated else 0)
 
 

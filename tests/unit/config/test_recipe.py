@@ -22,6 +22,7 @@ def test_the_required_recipes_ship_with_their_schemes():
         "nvfp4": "NVFP4",
         "nvfp4a16": "NVFP4A16",
         "mxfp4": "MXFP4",
+        "autoround": "W4A16",
     }
     mods = {name: [m for m, _ in recipe.load(name).modifiers()] for name in schemes}
     assert mods["vllm-fp8"] == [] and recipe.load("vllm-fp8").online == "fp8"

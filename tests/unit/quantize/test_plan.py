@@ -12,7 +12,7 @@ def test_which_recipes_need_calibration_data():
     assert needs == {
         "awq": True, "fp8": False, "fp8-kv": True, "gptq": True, "int8": True, "w4a16-rtn": False,
         "vllm-fp8": False, "fp8-block": False, "w8a16": False, "nvfp4": True, "nvfp4a16": False,
-        "mxfp4": False,
+        "mxfp4": False, "autoround": True,
     }  # fmt: skip
 
 
