@@ -16,7 +16,7 @@ HAS_CUDA   := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/d
 SERVE_REQS := requirements/serve-$(if $(HAS_CUDA),cuda,cpu).txt
 RUN        := $(VENV)/bin/python -m pipeline
 
-.PHONY: setup quantize eval serve run publish nightly report plan recipes models schemas \
+.PHONY: setup quantize eval serve run search publish nightly report plan recipes models schemas \
 	test test-fast lint clean clean-cache
 
 setup: $(VENV)/.installed $(SERVE_VENV)/.installed
@@ -58,6 +58,11 @@ serve: setup
 # quantize → eval → serve, each reused when cached
 run: setup
 	$(RUN) run --model $(MODEL) --recipe $(RECIPE) $(ARGS)
+
+# make search MODEL=tiny-llama TARGET_BITS=6: per-group formats within the budget, written to
+# recipes/generated/<model>/search-<bits>.yaml, evaluated beside the uniform recipes that fit
+search: $(VENV)/.installed
+	$(RUN) search --model $(MODEL) --target-bits $(TARGET_BITS) $(ARGS)
 
 # make publish RECIPE=fp8 REPO=acme/tiny-llama-fp8 [ARGS="--dry-run | --private | --create-pr
 #   | --ignore-gates | --take-over"]

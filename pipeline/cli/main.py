@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import traceback
+from pathlib import Path
 
 from pipeline.config.capacity_settings import PlanSettings
 from pipeline.config.recipe import ServeSettings
@@ -122,6 +123,19 @@ def _parser() -> argparse.ArgumentParser:
     flags.add(rn, ServeSettings)
     rn.add_argument("--port", type=flags.port, help="server port (default: a free one)")
     rn.add_argument("--json", action="store_true", help="print the outcome as JSON")
+
+    se = command("search", cmd_search, "mixed precision per layer group within a bits budget")
+    se.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
+    se.add_argument("--revision", help="hub revision (branch, tag or commit)")
+    se.add_argument(
+        "--target-bits", type=float, required=True, help="average bits per weight, scales included"
+    )
+    se.add_argument(
+        "--tokens", type=int, default=8192, help="calibration tokens each group is scored on"
+    )
+    se.add_argument("--backend", choices=["hf", "vllm"], help="eval backend of every recipe")
+    se.add_argument("--force", action="store_true", help="re-measure the sensitivities")
+    se.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     pb = command("publish", cmd_publish, "artifact + model card to the hub or a local folder")
     _model_args(pb)
@@ -237,6 +251,16 @@ def cmd_eval(args) -> Outcome:
 def cmd_serve(args) -> Outcome:
     force = {"serve"} if args.force else set()
     return _flow(args, _quantize_stage(args), ("serve",), force=force)
+
+
+def cmd_search(args) -> Outcome:
+    from pipeline.search import compare
+    from pipeline.search.stage import SearchStage
+
+    stage = SearchStage.prepare(args.model, args.target_bits, args.tokens, args.revision)
+    summary = compare.run(stage, args.backend or "hf", args.force, args.revision)
+    paths = {"search": str(stage.rundir.path / "search.json"), "recipe": summary["recipe"]}
+    return _ok("search", model=stage.ref.name, recipe=Path(summary["recipe"]).stem, paths=paths)
 
 
 def cmd_run(args) -> Outcome:

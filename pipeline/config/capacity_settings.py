@@ -10,7 +10,9 @@ class PlanSettings(Strict):
     users: int = Field(100, gt=0, description="concurrent users")
     context: int = Field(4000, gt=0, description="tokens of context per user")
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="as given to vllm serve")
-    overhead_gib: float = Field(2.0, ge=0, description="per GPU: activations, graphs, NCCL")
+    overhead_gib: float = Field(
+        2.0, ge=0, le=2**20, description="per GPU: activations, graphs, NCCL"
+    )
     max_num_batched_tokens: int | None = Field(
         None, gt=0, description="as given to vllm serve (None: vLLM's for the GPU)"
     )

@@ -14,7 +14,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline.config import schemes
-from pipeline.config.schemes import Scheme, scheme_from_args
+from pipeline.config.schemes import Scheme, scheme_from_args, schemes_from_args
 from pipeline.config.strict import Strict, display, explain, line_of, load_yaml, validated
 from pipeline.core.errors import UserError, clip
 from pipeline.core.files import is_file
@@ -200,6 +200,15 @@ class RecipeFile:
             if scheme:
                 return scheme
         return None
+
+    def schemes(self) -> list[tuple[Scheme, list[str]]]:
+        """Every weight scheme with its targets (several in a mixed-precision recipe)."""
+        if self.spec.online:
+            return [(self.scheme(), ["Linear"])]
+        for _, args in self.modifiers():
+            if found := schemes_from_args(args):
+                return found
+        return []
 
     def kv_cache_scheme(self) -> dict | None:
         """llm-compressor's kv_cache_scheme (calibrated KV-cache quantization), if any."""

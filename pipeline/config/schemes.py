@@ -4,7 +4,7 @@ Used where loading torch would be wasteful: recipe checks against a model config
 plans and the theoretical artifact size. Names follow compressed-tensors' PRESET_SCHEMES.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -103,24 +103,43 @@ def check_name(name: object) -> str | None:
 
 
 def scheme_from_args(args: dict) -> Scheme | None:
-    """The weight scheme a modifier's arguments ask for: a preset name or a config_groups dict."""
+    """The (first) weight scheme a modifier's arguments ask for."""
+    found = schemes_from_args(args)
+    return found[0][0] if found else None
+
+
+def schemes_from_args(args: dict) -> list[tuple[Scheme, list[str]]]:
+    """Each weight scheme a modifier's arguments ask for, with its targets: a preset name (for
+    the modifier's targets), presets mapped to targets, or config_groups (mixed precision)."""
+    targets = args.get("targets", ["Linear"])
+    targets = [targets] if isinstance(targets, str) else list(targets)
     scheme = args.get("scheme")
     if isinstance(scheme, str):
-        return PRESETS.get(scheme.upper())
-    if isinstance(scheme, dict) and scheme:
-        # {"W4A16": ["Linear"]}: preset name mapped to targets
-        return PRESETS.get(str(next(iter(scheme))).upper())
+        found = PRESETS.get(scheme.upper())
+        return [(found, targets)] if found else []
+    if isinstance(scheme, dict):  # {"W4A16": ["Linear"]}: preset names mapped to targets
+        pairs = [(PRESETS.get(str(k).upper()), v) for k, v in scheme.items()]
+        return [(s, [v] if isinstance(v, str) else list(v)) for s, v in pairs if s]
     groups = args.get("config_groups")
-    if isinstance(groups, dict) and groups:
-        group = next(iter(groups.values()))
-        weights = group.get("weights") or {}
-        acts = group.get("input_activations") or None
-        return Scheme(
-            name="custom",
-            weight_bits=int(weights.get("num_bits", 8)),
-            weight_type=str(weights.get("type", "int")),
-            group_size=weights.get("group_size"),
-            symmetric=bool(weights.get("symmetric", True)),
-            activation_bits=int(acts["num_bits"]) if acts else None,
-        )
-    return None
+    if isinstance(groups, dict):
+        groups = [g or {} for g in groups.values()]
+        return [(_group_scheme(g), list(g.get("targets") or [])) for g in groups]
+    return []
+
+
+def _group_scheme(group: dict) -> Scheme:
+    """A config group's weights as a Scheme: the preset of that geometry's name when one matches."""
+    weights = group.get("weights") or {}
+    acts = group.get("input_activations") or None
+    custom = Scheme(
+        name="custom",
+        weight_bits=int(weights.get("num_bits", 8)),
+        weight_type=str(weights.get("type", "int")),
+        group_size=weights.get("group_size"),
+        symmetric=bool(weights.get("symmetric", True)),
+        activation_bits=int(acts["num_bits"]) if acts else None,
+    )
+    for preset in PRESETS.values():
+        if preset == replace(custom, name=preset.name):
+            return preset
+    return custom

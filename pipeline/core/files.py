@@ -15,12 +15,16 @@ from pipeline.core.errors import UserError
 
 def write_json_atomic(path: Path, data: object) -> None:
     """Write to a temporary file beside `path`, fsync, rename: readers never see half a file."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """As write_json_atomic, for text."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=False, default=str)
-            f.write("\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

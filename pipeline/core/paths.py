@@ -15,5 +15,10 @@ def runs_root() -> Path:
     return Path(os.environ.get("RUNS_DIR") or Path.cwd() / "runs").resolve()
 
 
+def generated_recipes() -> Path:
+    """Where `make search` writes its recipes ($GENERATED_RECIPES; default recipes/generated)."""
+    return Path(os.environ.get("GENERATED_RECIPES") or RECIPES_DIR / "generated").resolve()
+
+
 def cache_root() -> Path:
     return Path(os.environ.get("PIPELINE_CACHE") or Path.cwd() / ".cache").resolve()

@@ -59,7 +59,6 @@ class EvalStage(AfterQuantize):
         texts.check_source(settings.dataset, settings.split, settings.text_column, "eval data")
         kv = settings.kv_cache_dtype
         chosen = backend or settings.backend
-        scheme = q.recipe.scheme()
         reason = None
         if q.recipe.online:  # vLLM quantizes it as it loads: only vLLM can evaluate it
             if chosen == "hf":
@@ -74,8 +73,9 @@ class EvalStage(AfterQuantize):
             chosen, reason = _auto_backend(q, kv)
         elif chosen == "vllm":
             serving_env.require("eval backend vllm")
-            serving_env.require_scheme(scheme, "run", "; use --backend hf")
-            serving_env.require_moe(scheme, q.config, "run", "; use --backend hf")
+            for one, _ in q.recipe.schemes():
+                serving_env.require_scheme(one, "run", "; use --backend hf")
+                serving_env.require_moe(one, q.config, "run", "; use --backend hf")
             serving_env.require_kv_cache(
                 kv, "evaluate", "; --backend hf emulates a calibrated FP8 KV cache"
             )
@@ -248,12 +248,13 @@ class EvalStage(AfterQuantize):
 
 
 def _auto_backend(q: QuantizeStage, kv: str) -> tuple[str, str]:
-    scheme = q.recipe.scheme()
+    schemes = [s for s, _ in q.recipe.schemes()]
     needs_vllm = kv != "auto" and not q.recipe.kv_cache_scheme()
-    usable = serving_env.available() and serving_env.runs_scheme(scheme)
-    needed = serving_env.moe_kernel(scheme)
-    if usable and needed and experts(q.config):
-        usable = serving_env.capabilities().get(needed) is not False
+    usable = serving_env.available() and all(serving_env.runs_scheme(s) for s in schemes)
+    for needed in {serving_env.moe_kernel(s) for s in schemes} - {None}:
+        if usable and experts(q.config):
+            usable = serving_env.capabilities().get(needed) is not False
+    scheme = schemes[0] if schemes else None
     if usable and kv != "auto":
         usable = serving_env.capabilities()["fp8_kv_cache"]
     if not environment.gpus():

@@ -12,6 +12,8 @@ llm-compressor's sequential pipeline keeps the model in CPU RAM and onloads one 
 at a time to the GPU, which is how a 70B model is calibrated on one 80 GB GPU.
 """
 
+from dataclasses import replace
+
 from pipeline.config.recipe import RecipeFile
 from pipeline.config.schemes import Scheme
 from pipeline.core.errors import UserError
@@ -48,10 +50,13 @@ def targeted(recipe: RecipeFile, config: dict) -> list[architecture.Linear]:
     ]
 
 
-def _ignored(name: str, patterns: list[str]) -> bool:
+def _ignored(name: str, patterns: list[str], class_name: str | None = None) -> bool:
+    """Does llm-compressor's target / ignore list match this module? (its class name too)"""
     import re
 
     for pattern in patterns:
+        if pattern == class_name:
+            return True
         if pattern.startswith("re:") and re.search(pattern[3:], name):
             return True
         if name == pattern or name.endswith("." + pattern):
@@ -73,15 +78,49 @@ def check_fit(recipe: RecipeFile, config: dict, model_name: str) -> None:
             )
 
 
-def artifact_bytes(recipe: RecipeFile, config: dict) -> int:
-    scheme = recipe.scheme()
-    quantized = targeted(recipe, config) if scheme else []
-    qparams = sum(lin.params for lin in quantized)
+def assigned(recipe: RecipeFile, config: dict) -> list[tuple[architecture.Linear, Scheme]]:
+    """Each quantized Linear with its scheme. A mixed-precision recipe (several config groups,
+    targets by layer) has its Linears split per decoder layer, named as in the checkpoint."""
+    found = recipe.schemes()
+    if len(found) <= 1:
+        return [(lin, s) for s, _ in found for lin in targeted(recipe, config)]
+    pairs = []
+    ignored, layers = recipe.ignored(), config["num_hidden_layers"]
+    for lin in architecture.linears(config):
+        if architecture.is_router(lin) or lin.name == "lm_head":
+            continue  # an LM head in a mixed recipe: not yet planned (none is generated)
+        one = replace(lin, count=max(1, lin.count // layers))
+        for name in (f"model.layers.{i}.{lin.name}" for i in range(layers)):
+            scheme = next((s for s, targets in found if _ignored(name, targets, "Linear")), None)
+            if scheme and not _ignored(name, ignored):
+                pairs.append((one, scheme))
+    return pairs
+
+
+def artifact_bytes(recipe: RecipeFile, config: dict, scales: bool = True) -> int:
+    """The artifact's tensor bytes: quantized weights at their bits (+ their scales, zero points
+    and global scales), everything else 16-bit."""
+    pairs = assigned(recipe, config)
+    qparams = sum(lin.params for lin, _ in pairs)
     total = architecture.total_params(config)
-    if not scheme:
-        return total * 2
-    overhead = sum(_scale_bytes(lin, scheme) for lin in quantized)
-    return int(qparams * scheme.weight_bits / 8 + overhead + (total - qparams) * 2)
+    quantized = sum(
+        lin.params * s.weight_bits / 8 + (_scale_bytes(lin, s) if scales else 0) for lin, s in pairs
+    )
+    return int(quantized + (total - qparams) * 2)
+
+
+def bits_per_weight(recipe: RecipeFile, config: dict) -> float:
+    """Average bits per weight of the decoder's Linears, scales included (16-bit ones count 16;
+    embeddings and the LM head are left out: every recipe keeps them 16-bit)."""
+    pairs = [(lin, s) for lin, s in assigned(recipe, config) if lin.name != "lm_head"]
+    params = sum(
+        lin.params
+        for lin in architecture.linears(config)
+        if lin.name != "lm_head" and not architecture.is_router(lin)
+    )
+    qparams = sum(lin.params for lin, _ in pairs)
+    quantized = sum(lin.params * s.weight_bits + _scale_bytes(lin, s) * 8 for lin, s in pairs)
+    return (quantized + (params - qparams) * 16) / params
 
 
 def _scale_bytes(lin: architecture.Linear, scheme: Scheme) -> float:

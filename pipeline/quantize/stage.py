@@ -207,6 +207,10 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
         routed = _oneshot(job, out, steps)
         steps.set_postfix_str("measuring", refresh=False)
         metrics = size_metrics(out, job.model_path, job.recipe.scheme())
+        if len(job.recipe.schemes()) > 1:  # mixed precision: each Linear at its own bits
+            theoretical = plan.artifact_bytes(job.recipe, job.config, scales=False)
+            metrics["theoretical_bytes"] = theoretical
+            metrics["ratio_to_theoretical"] = round(metrics["tensor_bytes"] / theoretical, 4)
         if metrics["ratio_to_theoretical"] < 1:  # smaller than its own ideal: a miscount
             raise ArtifactCheckError(
                 f"artifact check: {metrics['tensor_bytes']:,} bytes is below the scheme's ideal "

@@ -61,8 +61,9 @@ class ServeStage(AfterQuantize):
         settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
         check_fit(settings, q.config)
         serving_env.require_online(q.recipe, "serve")
-        serving_env.require_scheme(q.recipe.scheme(), "serve")
-        serving_env.require_moe(q.recipe.scheme(), q.config, "serve")
+        for scheme, _ in q.recipe.schemes():  # a mixed-precision recipe: each of its schemes
+            serving_env.require_scheme(scheme, "serve")
+            serving_env.require_moe(scheme, q.config, "serve")
         serving_env.require_kv_cache(
             settings.kv_cache_dtype, "serve", "; --kv-cache-dtype auto measures the weights alone"
         )

@@ -104,15 +104,9 @@ def _paired_z(runs, better: str, worse: str) -> float:
     """How many standard errors `better` drifts less than `worse`, over both splits' tokens.
     Paired per token: both are scored on the same tokens against the same reference, so the
     hard tokens that dominate mean KL for every recipe cancel out."""
-    import torch
+    from pipeline.eval.paired import kl_z
 
-    diffs = []
-    for split in ("heldout", "calibration"):
-        a = torch.load(_tokens(runs, better))[split]["kl"]
-        b = torch.load(_tokens(runs, worse))[split]["kl"]
-        diffs.append(b.double() - a.double())
-    d = torch.cat(diffs)
-    return (d.mean() / (d.std() / d.numel() ** 0.5)).item()
+    return kl_z(_tokens(runs, better), _tokens(runs, worse), ("heldout", "calibration"))
 
 
 def _tokens(runs, recipe: str):

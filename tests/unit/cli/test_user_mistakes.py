@@ -49,6 +49,18 @@ CASES = {
         lambda t: ["quantize", "--recipe", _file(t, "n.yaml", GPTQ.replace("W4A16", "MXFP8A16"))],
         "scheme 'MXFP8A16' is a compressed-tensors preset this pipeline does not plan or serve yet",
     ),
+    "search budget below every format": (
+        lambda t: ["search", "--target-bits", "3"],
+        "--target-bits 3: choose between 4.125 (every group W4A16, scales included) and 16",
+    ),
+    "search budget of the original": (
+        lambda t: ["search", "--target-bits", "16"],
+        "--target-bits 16: choose between 4.125",
+    ),
+    "search without a budget": (
+        lambda t: ["search"],
+        "the following arguments are required: --target-bits",
+    ),
     "recipe not UTF-8": (
         lambda t: ["quantize", "--recipe", _file(t, "u.yaml", b"\xff\xfe bad")],
         "u.yaml: not UTF-8 text",
