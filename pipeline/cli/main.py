@@ -97,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--num-samples", type=int, help="override the recipe's calibration samples")
     q.add_argument("--max-seq-length", type=int, help="override the recipe's sequence length")
     q.add_argument("--force", action="store_true", help="redo even if the cached result is valid")
+    q.add_argument(
+        "--nproc", type=int, default=1, help="calibrate in N processes under torchrun (GPU each)"
+    )
     q.add_argument("--dry-run", action="store_true", help="print the plan; load no weights")
     q.add_argument("--json", action="store_true", help="the outcome (with --dry-run: the plan)")
 
@@ -117,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     _model_args(rn)
     rn.add_argument("--backend", choices=["hf", "vllm"], help="eval backend")
     rn.add_argument("--stages", default="eval,serve", help="after quantize (default eval,serve)")
+    rn.add_argument("--nproc", type=int, default=1, help="quantize in N processes (torchrun)")
     rn.add_argument(
         "--skip-unsupported", action="store_true", help="record stages this host cannot run"
     )
@@ -229,7 +233,10 @@ def cmd_models(args) -> Outcome:
 def _quantize_stage(args, **calibration):
     from pipeline.quantize.stage import QuantizeStage
 
-    return QuantizeStage.prepare(args.model, args.recipe, revision=args.revision, **calibration)
+    nproc = getattr(args, "nproc", 1)
+    return QuantizeStage.prepare(
+        args.model, args.recipe, revision=args.revision, nproc=nproc, **calibration
+    )
 
 
 def cmd_quantize(args) -> Outcome:

@@ -5,6 +5,7 @@
 Everything a user can get wrong is checked before the run directory is created.
 """
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,9 +14,9 @@ from pipeline.config.strict import validated
 from pipeline.core import environment, progress, quiet
 from pipeline.core.errors import ArtifactCheckError, UserError
 from pipeline.core.rundir import RunDir, StageEntry
-from pipeline.data.texts import TextSet, check_source, load_texts, packed
+from pipeline.data.texts import TextSet, check_source, load_texts
 from pipeline.models import aliases, integrity
-from pipeline.quantize import plan, routing, verify
+from pipeline.quantize import plan, verify
 
 ARTIFACT = "artifact"
 LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "datasets")
@@ -34,6 +35,7 @@ class QuantizeStage:
     texts: TextSet | None = None
     model_path: Path | None = None
     model_identity: dict = field(default_factory=dict)
+    nproc: int = 1  # processes under torchrun; not an input: the artifact is the same one
     name: str = "quantize"
     folder: str = ARTIFACT
 
@@ -74,6 +76,7 @@ class QuantizeStage:
         num_samples: int | None = None,
         max_seq_length: int | None = None,
         revision: str | None = None,
+        nproc: int = 1,
     ) -> "QuantizeStage":
         """Resolve and validate everything from names and configs; no weights, no writes."""
         ref = aliases.resolve(model, revision)
@@ -106,9 +109,10 @@ class QuantizeStage:
         if cal.num_samples > 0:
             column = "messages" if cal.chat_template else cal.text_column
             check_source(cal.dataset, cal.split, column, "calibration")
+        _check_nproc(nproc, rf, cal)
         rundir = RunDir(ref.name, rf.name)
         rundir.check_writable()
-        return cls(ref, config, rf, cal, rundir)
+        return cls(ref, config, rf, cal, rundir, nproc=nproc)
 
     def plan(self) -> dict:
         cal = self.calibration
@@ -227,56 +231,48 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
     metrics["peak_rss_bytes"] = environment.peak_rss_bytes()
     metrics["calibration_samples"] = job.texts.description["samples"] if job.texts else 0
     metrics["routing"] = routed
+    metrics["processes"] = job.nproc
     return metrics
 
 
 def _oneshot(job: QuantizeStage, out: Path, steps) -> dict | None:
-    """Quantize into `out`; for a calibrated MoE, which experts the calibration tokens reached."""
-    import torch
-    from llmcompressor import oneshot
-    from llmcompressor.logger import LoggerConfig, configure_logger
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from pipeline.quantize import oneshot
 
-    from pipeline.quantize.compat import patch_llmcompressor_for_cpu
-
-    if quiet.verbose():
-        # The recipe check imported llm-compressor with its logs off; -v shows them (and GPTQ
-        # needs the METRIC log level that only an enabled configuration registers).
-        configure_logger(LoggerConfig())
-    patch_llmcompressor_for_cpu()
-    steps.set_postfix_str("loading model", refresh=False)
-    # Into CPU RAM: llm-compressor's sequential pipeline onloads one layer at a time to the GPU.
-    # Without a GPU, calibrate in float32 (torch 2.13's bf16 matmuls are ~7x slower than fp32
-    # on CPU) and cast back to the checkpoint's dtype before saving: the same bytes result.
-    on_cpu = not torch.accelerator.is_available()
-    model = AutoModelForCausalLM.from_pretrained(
-        job.model_path, dtype=torch.float32 if on_cpu else "auto"
+    spec = oneshot.Job(
+        model_path=str(job.model_path),
+        recipe_path=str(job.recipe.path),
+        calibration=job.calibration.model_dump(),
+        texts=job.texts.texts if job.texts else None,
+        samples=job.texts.description["samples"] if job.texts else 0,
+        saved_dtype=str(_checkpoint_dtype(job.config)).removeprefix("torch."),
     )
-    saved_dtype = _checkpoint_dtype(job.config)
-    tokenizer = AutoTokenizer.from_pretrained(job.model_path)
-    steps.update()
-    kwargs, routed = {}, None
-    if job.texts:
-        routed = routing.track(model)
-        kwargs = {
-            "dataset": _tokenized(job, tokenizer),
-            "num_calibration_samples": job.texts.description["samples"],
-            "max_seq_length": job.calibration.max_seq_length,
-            "shuffle_calibration_samples": False,  # already shuffled with the recipe's seed
-        }
-    steps.set_postfix_str("calibrating + quantizing", refresh=False)
-    torch.manual_seed(job.calibration.seed)
-    oneshot(model=model, recipe=job.recipe.quantization_yaml(), **kwargs)
-    if routed:
-        routed.remove()
-    steps.update()
-    steps.set_postfix_str("saving", refresh=False)
-    if on_cpu and saved_dtype != torch.float32:
-        model.to(saved_dtype)
-        model.config.dtype = saved_dtype
-    model.save_pretrained(out, save_compressed=True)
-    tokenizer.save_pretrained(out)
-    return routed.summary() if routed else None
+    if job.nproc == 1:
+        return oneshot.run(spec, out, steps)
+    steps.set_postfix_str(f"{job.nproc} processes (torchrun)", refresh=False)
+    oneshot.run_distributed(spec, out, job.nproc, job.log)
+    steps.update(2)
+    return None  # routing is tracked in one process only
+
+
+def _check_nproc(nproc: int, rf: recipe.RecipeFile, cal: recipe.Calibration) -> None:
+    """--nproc splits the calibration samples across processes (one GPU each where there are
+    GPUs): refused where there is nothing to split or nothing to run it on."""
+    if nproc == 1:
+        return
+    if nproc < 1:
+        raise UserError(f"--nproc {nproc}: at least 1")
+    if rf.online or cal.num_samples == 0:
+        raise UserError(
+            f"--nproc {nproc}: recipe {rf.name} calibrates nothing (no calibration samples); "
+            "distributed quantization splits the calibration data, so run it with one process"
+        )
+    gpus = environment.gpus()
+    if gpus and nproc > len(gpus):
+        raise UserError(f"--nproc {nproc}: this host has {len(gpus)} GPU(s), one per process")
+    if not gpus and nproc > (os.cpu_count() or 1):
+        raise UserError(f"--nproc {nproc}: this host has {os.cpu_count()} CPU cores")
+    if nproc > cal.num_samples:
+        raise UserError(f"--nproc {nproc}: more processes than the {cal.num_samples} samples")
 
 
 def _checkpoint_dtype(config: dict):
@@ -284,22 +280,3 @@ def _checkpoint_dtype(config: dict):
 
     name = str(config.get("dtype") or config.get("torch_dtype") or "bfloat16")
     return getattr(torch, name.removeprefix("torch."), torch.bfloat16)
-
-
-def _tokenized(job: QuantizeStage, tokenizer):
-    from datasets import Dataset
-
-    cal = job.calibration
-    if cal.pack:
-        enc = tokenizer(job.texts.texts, add_special_tokens=not cal.chat_template)
-        ids = packed(enc["input_ids"], cal.max_seq_length, cal.num_samples)
-        return Dataset.from_dict({"input_ids": ids, "attention_mask": [[1] * len(x) for x in ids]})
-    enc = tokenizer(
-        job.texts.texts,
-        max_length=cal.max_seq_length,
-        truncation=True,
-        add_special_tokens=not cal.chat_template,  # a chat template already starts with BOS
-    )
-    return Dataset.from_dict(
-        {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
-    )

@@ -61,6 +61,14 @@ CASES = {
         lambda t: ["search"],
         "the following arguments are required: --target-bits",
     ),
+    "distributed quantize without calibration data": (
+        lambda t: ["quantize", "--recipe", "fp8", "--nproc", "2"],
+        "--nproc 2: recipe fp8 calibrates nothing",
+    ),
+    "distributed quantize with no process": (
+        lambda t: ["quantize", "--recipe", "gptq", "--nproc", "0"],
+        "--nproc 0: at least 1",
+    ),
     "recipe not UTF-8": (
         lambda t: ["quantize", "--recipe", _file(t, "u.yaml", b"\xff\xfe bad")],
         "u.yaml: not UTF-8 text",

@@ -1,0 +1,169 @@
+"""llm-compressor's oneshot: in this process, or with `--nproc N` in N processes under torchrun.
+
+llm-compressor 0.14 runs oneshot distributed when a process group exists: each rank calibrates
+on its share of the samples (the data set is split by rank), GPTQ reduces every Linear's Hessian
+to the rank that owns it, quantizes there and broadcasts the result; all ranks then take part in
+saving (rank 0 writes). Measured on tiny-llama with 2 CPU processes (gloo): the same tensors and
+scales as one process, a few int4 values rounded the other way (the Hessian's partial sums add in
+another order), and the same drift within its standard error.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pipeline.core.errors import PipelineError
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every process needs, as JSON: no process re-reads the data source."""
+
+    model_path: str
+    recipe_path: str
+    calibration: dict  # recipe.Calibration, resolved (caps, packing)
+    texts: list[str] | None
+    samples: int
+    saved_dtype: str  # the checkpoint's dtype, for saving after a float32 calibration on CPU
+
+
+def run(job: Job, out: Path, steps=None, track_routing: bool = True) -> dict | None:
+    """Quantize into `out`; for a calibrated MoE, which experts the calibration tokens reached."""
+    import torch
+    from llmcompressor import oneshot
+    from llmcompressor.logger import LoggerConfig, configure_logger
+    from transformers import AutoTokenizer
+
+    from pipeline.config import recipe
+    from pipeline.core import quiet
+    from pipeline.quantize import routing
+    from pipeline.quantize.compat import patch_llmcompressor_for_cpu
+
+    step = steps.set_postfix_str if steps else (lambda *a, **k: None)
+    if quiet.verbose():
+        # The recipe check imported llm-compressor with its logs off; -v shows them (and GPTQ
+        # needs the METRIC log level that only an enabled configuration registers).
+        configure_logger(LoggerConfig())
+    patch_llmcompressor_for_cpu()
+    step("loading model", refresh=False)
+    # Into CPU RAM: llm-compressor's sequential pipeline onloads one layer at a time to the GPU.
+    # Without a GPU, calibrate in float32 (torch 2.13's bf16 matmuls are ~7x slower than fp32
+    # on CPU) and cast back to the checkpoint's dtype before saving: the same bytes result.
+    on_cpu = not torch.accelerator.is_available()
+    model = _load(job.model_path, torch.float32 if on_cpu else "auto")
+    tokenizer = AutoTokenizer.from_pretrained(job.model_path)
+    if steps:
+        steps.update()
+    kwargs, routed = {}, None
+    cal = recipe.Calibration(**job.calibration)
+    if job.texts:
+        routed = routing.track(model) if track_routing else None
+        kwargs = {
+            "dataset": _tokenized(job.texts, cal, tokenizer),
+            "num_calibration_samples": job.samples,
+            "max_seq_length": cal.max_seq_length,
+            "shuffle_calibration_samples": False,  # already shuffled with the recipe's seed
+        }
+    step("calibrating + quantizing", refresh=False)
+    torch.manual_seed(cal.seed)
+    oneshot(model=model, recipe=recipe.load(job.recipe_path).quantization_yaml(), **kwargs)
+    if routed:
+        routed.remove()
+    if steps:
+        steps.update()
+    step("saving", refresh=False)
+    saved = getattr(torch, job.saved_dtype)
+    if on_cpu and saved != torch.float32:
+        model.to(saved)
+        model.config.dtype = saved
+    model.save_pretrained(out, save_compressed=True)  # every rank: saving is collective
+    if _rank() in (None, 0):
+        tokenizer.save_pretrained(out)
+    return routed.summary() if routed else None
+
+
+def _load(model_path: str, dtype):
+    """Each process on CPU loads the model itself; on GPUs, under torchrun, rank 0 loads it and
+    shares it with the others (compressed-tensors' offloading: one copy in CPU RAM)."""
+    from transformers import AutoModelForCausalLM
+
+    if _rank() is None or dtype != "auto":
+        return AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    from compressed_tensors.offload import load_offloaded_model
+
+    with load_offloaded_model():
+        return AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=dtype, device_map="auto_offload"
+        )
+
+
+def _rank() -> int | None:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else None
+
+
+def _tokenized(texts: list[str], cal, tokenizer):
+    from datasets import Dataset
+
+    from pipeline.data.texts import packed
+
+    if cal.pack:
+        enc = tokenizer(texts, add_special_tokens=not cal.chat_template)
+        ids = packed(enc["input_ids"], cal.max_seq_length, cal.num_samples)
+        return Dataset.from_dict({"input_ids": ids, "attention_mask": [[1] * len(x) for x in ids]})
+    enc = tokenizer(
+        texts,
+        max_length=cal.max_seq_length,
+        truncation=True,
+        add_special_tokens=not cal.chat_template,  # a chat template already starts with BOS
+    )
+    return Dataset.from_dict(
+        {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+    )
+
+
+def run_distributed(job: Job, out: Path, nproc: int, log: Path) -> None:
+    """`torchrun --standalone --nproc-per-node N`, its output appended to the stage's log."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(asdict(job), f)
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+        "-m", "pipeline.quantize.oneshot", f.name, str(out),
+    ]  # fmt: skip
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a") as sink:
+            done = subprocess.run(command, stdout=sink, stderr=subprocess.STDOUT, check=False)
+    finally:
+        os.unlink(f.name)
+    if done.returncode:
+        raise PipelineError(
+            f"distributed quantize: torchrun with {nproc} processes exited {done.returncode}; "
+            f"see {log}"
+        )
+
+
+def _worker(spec: str, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    if torch.accelerator.is_available():
+        from compressed_tensors.distributed import init_dist
+
+        init_dist()  # NCCL (XCCL), one device per local rank
+    else:
+        dist.init_process_group("gloo")
+    try:
+        run(Job(**json.loads(Path(spec).read_text())), Path(out), track_routing=False)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    _worker(*sys.argv[1:])
