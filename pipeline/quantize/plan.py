@@ -225,7 +225,7 @@ def render(plan: dict) -> str:
             if cal.get("samples")
             else "none (data-free scheme)"
         ),
-        f"pipeline     {plan['pipeline']}; {plan['placement']}",
+        f"pipeline     {plan['pipeline']}; {plan['placement']}" + _processes(plan),
         f"weights      {mem['weights_bf16'] / GIB:.1f} GiB bf16 → "
         f"~{mem['artifact_estimate'] / GIB:.1f} GiB artifact "
         f"({mem['artifact_estimate'] / mem['weights_bf16']:.2f}×)",
@@ -234,6 +234,16 @@ def render(plan: dict) -> str:
         f"(fits one 80 GB GPU: {'yes' if plan['fits_one_80gb_gpu'] else 'no'})",
     ]
     return "\n".join(lines)
+
+
+def _processes(plan: dict) -> str:
+    n = plan.get("processes", 1)
+    if n == 1:
+        return ""
+    return (
+        f"; {n} processes under torchrun (one GPU each on GPU hosts), each calibrating 1/{n} "
+        "of the samples on one layer at a time (the model stays one copy in CPU RAM)"
+    )
 
 
 def _moe_lines(arch: dict, calibrated: bool) -> list[str]:

@@ -123,7 +123,8 @@ class QuantizeStage:
             "max_seq_length": cal.max_seq_length,
         }
         model = {"name": self.ref.name, "id": self.ref.hub_id or self.ref.load_id}
-        return plan.build(self.recipe, self.config, model, calibration, environment.gpus())
+        built = plan.build(self.recipe, self.config, model, calibration, environment.gpus())
+        return built if self.nproc == 1 or "online" in built else built | {"processes": self.nproc}
 
     def load_inputs(self) -> None:
         """Materialize the model (build / download) and the calibration text; no run dir yet."""

@@ -51,3 +51,16 @@ def test_two_processes_make_the_same_artifact_within_tolerance(
     session_runs = one.parents[3]  # <runs>/tiny-llama/gptq/artifact/model.safetensors
     z = kl_z(_tokens(runs, "gptq"), _tokens(session_runs, "gptq"), ("heldout", "calibration"))
     assert abs(z) < 3, z
+
+
+@pytest.mark.gpu
+def test_two_gpus_quantize_with_nccl_one_gpu_each(tmp_path):
+    """The GPU launch: rank 0 loads the model (compressed-tensors' shared offload), NCCL, one
+    GPU per process. Needs two GPUs (a single-GPU host skips it as a CPU host does)."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    result = cli("quantize", "--recipe", "gptq", "--nproc", "2", runs=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    run = tmp_path / "tiny-llama" / "gptq"
+    metrics = json.loads((run / "manifest.json").read_text())["stages"]["quantize"]["metrics"]
+    assert metrics["processes"] == 2 and metrics["reload"]["transformers"] is True

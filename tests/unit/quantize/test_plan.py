@@ -103,3 +103,22 @@ def test_artifact_bytes_count_each_scale(tmp_path, scheme, weight_bytes, scales)
     rest = 2 * 4096 * 256 + 256 * (2 * 4 + 1)  # embeddings, LM head, norms: 16-bit
     expected = linear * weight_bytes + scales * 2 + rest * 2
     assert plan.artifact_bytes(recipe.load(str(path)), CONFIG) == expected
+
+
+def test_the_dry_run_says_how_a_distributed_quantize_runs(tmp_path):
+    from tests.conftest import cli
+
+    result = cli(
+        "quantize",
+        "--model",
+        "llama3-70b",
+        "--recipe",
+        "gptq",
+        "--dry-run",
+        "--nproc",
+        "2",
+        runs=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "2 processes under torchrun (one GPU each on GPU hosts)" in result.stdout
+    assert not (tmp_path / "llama3-70b").exists()
