@@ -28,6 +28,9 @@ def quantize(stage, entry, cached: bool) -> None:
         f"{m['ratio_to_theoretical']:.3f}× its weights' bits alone"
         + (f", {m['ratio_to_ideal']:.3f}× with its scales" if "ratio_to_ideal" in m else "")
     )
+    for modifier, args in (entry.inputs.get("capped") or {}).items():
+        shown = ", ".join(f"{k} {v}" for k, v in args.items())
+        print(f"  capped    {modifier} {shown} (tiny-llama is a CPU test model)")
     if line := routing.describe(m.get("routing")):
         print(f"  routing   {line}")
     reload = m.get("reload") or {}

@@ -4,6 +4,7 @@ A recipe file is `recipes/<name>.yaml`, or any path to a .yaml file. Unknown key
 (pydantic `extra="forbid"`) with the file, the key and its line, so a typo never passes silently.
 """
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass
@@ -171,6 +172,9 @@ class RecipeFile:
     def section_sha256(self, *sections: str) -> str:
         """Hash of some sections only: editing eval gates must not invalidate a quantization."""
         data = self.spec.model_dump(include=set(sections))
+        if (data.get("calibration") or {}).get("pack") is None:
+            # added 2026-12-01: unset, it leaves the hashes (and cached artifacts) as they were
+            data.get("calibration", {}).pop("pack", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
     def modifiers(self) -> list[tuple[str, dict]]:
@@ -226,8 +230,15 @@ class RecipeFile:
                 return [value] if isinstance(value, str) else list(value)
         return []
 
-    def quantization_yaml(self) -> str:
-        return yaml.safe_dump(self.spec.quantization, sort_keys=False)
+    def quantization_yaml(self, overrides: dict | None = None) -> str:
+        """The modifiers as llm-compressor reads them; `overrides` {Modifier: {arg: value}}."""
+        data = copy.deepcopy(self.spec.quantization)
+        for stage in data.values():
+            for group in (stage or {}).values():
+                for name, args in (group or {}).items():
+                    if name in (overrides or {}):
+                        args.update(overrides[name])
+        return yaml.safe_dump(data, sort_keys=False)
 
 
 def check_modifiers(rf: RecipeFile) -> None:

@@ -135,3 +135,23 @@ def _se(x: torch.Tensor) -> float:
 
 def concat(parts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+
+
+def references(backend, model, windows: torch.Tensor, mass: float, max_k: int) -> list[dict]:
+    """The compact reference of each window, in memory (the eval stage caches its own)."""
+    targets = windows[:, 1:]
+    return [
+        compact(logp, targets[i], mass, max_k)
+        for i, logp in enumerate(backend.logprobs(model, windows))
+    ]
+
+
+def kl_tokens(backend, model, refs: list[dict], windows: torch.Tensor) -> torch.Tensor:
+    """Per-token KL of `model` against those references, every window's tokens in order."""
+    targets = windows[:, 1:]
+    return torch.cat(
+        [
+            per_token(refs[i], logq, targets[i])["kl"]
+            for i, logq in enumerate(backend.logprobs(model, windows))
+        ]
+    )

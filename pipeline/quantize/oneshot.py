@@ -24,7 +24,7 @@ class Job:
     """What every process needs, as JSON: no process re-reads the data source."""
 
     model_path: str
-    recipe_path: str
+    recipe_yaml: str  # the modifiers, as oneshot takes them (and writes to recipe.yaml)
     calibration: dict  # recipe.Calibration, resolved (caps, packing)
     texts: list[str] | None
     samples: int
@@ -70,7 +70,7 @@ def run(job: Job, out: Path, steps=None, track_routing: bool = True) -> dict | N
         }
     step("calibrating + quantizing", refresh=False)
     torch.manual_seed(cal.seed)
-    oneshot(model=model, recipe=recipe.load(job.recipe_path).quantization_yaml(), **kwargs)
+    oneshot(model=model, recipe=job.recipe_yaml, **kwargs)
     if routed:
         routed.remove()
     if steps:

@@ -34,15 +34,9 @@ def group_bits(group: Group, scheme: Scheme | None) -> float:
 
 def measure(backend, model, groups: list[Group], windows, mass: float, max_k: int) -> list[dict]:
     """Per group: {candidate: {"kl": mean, "se": standard error}} over the windows' tokens."""
-    import torch
-
     from pipeline.eval import drift
 
-    targets = windows[:, 1:]
-    ref = [
-        drift.compact(logp, targets[i], mass, max_k)
-        for i, logp in enumerate(backend.logprobs(model, windows))
-    ]
+    ref = drift.references(backend, model, windows, mass, max_k)
     modules = dict(model.named_modules())
     quantized = [n for n, s in CANDIDATES.items() if s is not None]
     bar = progress.bar(total=len(groups) * len(quantized), desc="sensitivity", unit="trial")
@@ -55,12 +49,7 @@ def measure(backend, model, groups: list[Group], windows, mass: float, max_k: in
                 row[name] = {"kl": float("inf"), "se": 0.0}
             else:
                 with _quantized(modules, group, scheme):
-                    kl = torch.cat(
-                        [
-                            drift.per_token(ref[i], logq, targets[i])["kl"]
-                            for i, logq in enumerate(backend.logprobs(model, windows))
-                        ]
-                    )
+                    kl = drift.kl_tokens(backend, model, ref, windows)
                 row[name] = {"kl": kl.mean().item(), "se": (kl.std() / kl.numel() ** 0.5).item()}
             bar.update()
         found.append(row)

@@ -15,7 +15,10 @@ def _variant(tmp_path, old: str, new: str) -> str:
 
 
 CASES = {
-    "unknown recipe": (lambda t: ["--recipe", "nope"], "unknown recipe 'nope'; valid: awq"),
+    "unknown recipe": (
+        lambda t: ["--recipe", "nope"],
+        "unknown recipe 'nope'; valid: autoround, awq",
+    ),
     "unknown model": (lambda t: ["--model", "llama-9000"], "unknown model 'llama-9000'"),
     "misspelled pipeline key": (
         lambda t: ["--recipe", _variant(t, "num_samples:", "num_sample:")],

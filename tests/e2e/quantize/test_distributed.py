@@ -3,7 +3,8 @@ two CPU processes over gloo (on GPU hosts NCCL, one GPU each; same code path aft
 group). Tolerance, as measured on tiny-llama GPTQ: the same tensors, dtypes, shapes and scales
 as one process; a few percent of the int4 values rounded the other way (each rank's Hessian
 share is summed in another order, and GPTQ's error feedback carries a flip along its row); the
-same drift within its standard error (paired |z| < 3; measured z = 0.24 over both splits)."""
+same drift within its standard error (paired |z| < 3 over 4,088 held-out tokens; over both
+eval splits, 33,726 tokens, measured z = 0.24)."""
 
 import json
 
@@ -12,13 +13,12 @@ import torch
 from safetensors import safe_open
 
 from tests.conftest import cli
-from tests.e2e.eval.test_eval_stage import _tokens
 
 pytestmark = pytest.mark.slow
 
 
 def test_two_processes_make_the_same_artifact_within_tolerance(
-    quantized, evaluated, tmp_path_factory
+    quantized, tiny_model, tmp_path_factory
 ):
     one = quantized("gptq") / "artifact" / "model.safetensors"
     runs = tmp_path_factory.mktemp("nproc")
@@ -43,24 +43,22 @@ def test_two_processes_make_the_same_artifact_within_tolerance(
             values += x.numel() * 8
     assert flipped / values < 0.10, flipped / values
 
-    evaluated("gptq")  # the one-process artifact's drift, from the session
-    again = cli("eval", "--recipe", "gptq", "--backend", "hf", runs=runs)
-    assert again.returncode == 0, again.stderr[-2000:]
-    from pipeline.eval.paired import kl_z
-
-    session_runs = one.parents[3]  # <runs>/tiny-llama/gptq/artifact/model.safetensors
-    z = kl_z(_tokens(runs, "gptq"), _tokens(session_runs, "gptq"), ("heldout", "calibration"))
-    assert abs(z) < 3, z
+    # drift of both against the original on the same held-out tokens, paired per token
+    one_kl, two_kl = _kl_per_token(tiny_model, [one.parent, run / "artifact"])
+    d = one_kl - two_kl
+    z = (d.mean() / (d.std() / d.numel() ** 0.5)).item()
+    assert abs(z) < 3, (z, one_kl.mean().item(), two_kl.mean().item())
 
 
-@pytest.mark.gpu
-def test_two_gpus_quantize_with_nccl_one_gpu_each(tmp_path):
-    """The GPU launch: rank 0 loads the model (compressed-tensors' shared offload), NCCL, one
-    GPU per process. Needs two GPUs (a single-GPU host skips it as a CPU host does)."""
-    if torch.cuda.device_count() < 2:
-        pytest.skip("needs 2 GPUs")
-    result = cli("quantize", "--recipe", "gptq", "--nproc", "2", runs=tmp_path)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    run = tmp_path / "tiny-llama" / "gptq"
-    metrics = json.loads((run / "manifest.json").read_text())["stages"]["quantize"]["metrics"]
-    assert metrics["processes"] == 2 and metrics["reload"]["transformers"] is True
+def _kl_per_token(original, artifacts, tokens: int = 4096) -> list[torch.Tensor]:
+    from transformers import AutoTokenizer
+
+    from pipeline.data.texts import load_all
+    from pipeline.eval import drift
+    from pipeline.eval.backends import hf
+    from pipeline.eval.windows import windows
+
+    texts = load_all("python-docs", None, "heldout", "text")
+    win = windows(AutoTokenizer.from_pretrained(original), texts, 512, tokens)
+    refs = drift.references(hf, hf.load(original), win, 0.99, 4096)
+    return [drift.kl_tokens(hf, hf.load(a), refs, win) for a in artifacts]
