@@ -62,3 +62,16 @@ def _kl_per_token(original, artifacts, tokens: int = 4096) -> list[torch.Tensor]
     win = windows(AutoTokenizer.from_pretrained(original), texts, 512, tokens)
     refs = drift.references(hf, hf.load(original), win, 0.99, 4096)
     return [drift.kl_tokens(hf, hf.load(a), refs, win) for a in artifacts]
+
+
+@pytest.mark.gpu
+def test_two_gpus_quantize_with_nccl_one_gpu_each(tmp_path):
+    """The GPU launch: rank 0 loads the model (compressed-tensors' shared offload), NCCL, one
+    GPU per process. Needs two GPUs (a single-GPU host skips it as a CPU host does)."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    result = cli("quantize", "--recipe", "gptq", "--nproc", "2", runs=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    run = tmp_path / "tiny-llama" / "gptq"
+    metrics = json.loads((run / "manifest.json").read_text())["stages"]["quantize"]["metrics"]
+    assert metrics["processes"] == 2 and metrics["reload"]["transformers"] is True
