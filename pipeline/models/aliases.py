@@ -116,3 +116,13 @@ def materialize(ref: ModelRef) -> tuple[Path, dict]:
     except Exception as e:  # offline, gated, unknown: one line for the user
         raise UserError(f"cannot download '{ref.hub_id}' from the hub: {first_line(e)}") from None
     return path, {"id": ref.hub_id, "revision": path.name}
+
+
+def header(ref: "ModelRef", identity: dict) -> dict:
+    """The manifest's model header: which model a run dir's stages worked on."""
+    return {
+        "name": ref.name,
+        "source": ref.source,
+        "id": ref.hub_id,
+        "revision": identity.get("revision"),
+    }

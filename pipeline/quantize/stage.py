@@ -46,12 +46,7 @@ class QuantizeStage:
     @property
     def header(self) -> dict:
         return {
-            "model": {
-                "name": self.ref.name,
-                "source": self.ref.source,
-                "id": self.ref.hub_id,
-                "revision": self.model_identity.get("revision"),
-            },
+            "model": aliases.header(self.ref, self.model_identity),
             "recipe": {
                 "name": self.recipe.name,
                 "path": str(self.recipe.path),

@@ -51,14 +51,7 @@ class SearchStage:
 
     @property
     def header(self) -> dict:
-        return {
-            "model": {
-                "name": self.ref.name,
-                "source": self.ref.source,
-                "id": self.ref.hub_id,
-                "revision": self.model_identity.get("revision"),
-            }
-        }
+        return {"model": aliases.header(self.ref, self.model_identity)}
 
     def inputs(self) -> dict:
         if self.model_path is None:
