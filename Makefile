@@ -15,6 +15,11 @@ SERVE_VENV := .venv-serve
 HAS_CUDA   := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 SERVE_REQS := requirements/serve-$(if $(HAS_CUDA),cuda,cpu).txt
 RUN        := $(VENV)/bin/python -m pipeline
+# ARTIFACT=<folder | org/name[@rev]>: a checkpoint quantized elsewhere, compared with MODEL as
+# its base; RECIPE then picks only its eval / serve settings (default: a recipe of its scheme)
+ARTIFACT   ?=
+RECIPE_ARG := $(if $(ARTIFACT),$(if $(filter command line environment,$(origin RECIPE)),--recipe $(RECIPE)),--recipe $(RECIPE))
+TARGET     := --model $(MODEL) $(RECIPE_ARG) $(if $(ARTIFACT),--artifact "$(ARTIFACT)")
 
 .PHONY: setup quantize eval serve run search publish nightly report plan recipes models schemas \
 	test test-fast lint clean clean-cache
@@ -47,17 +52,17 @@ endif
 	touch $@
 
 quantize: $(VENV)/.installed
-	$(RUN) quantize --model $(MODEL) --recipe $(RECIPE) $(ARGS)
+	$(RUN) quantize $(TARGET) $(ARGS)
 
 eval: $(VENV)/.installed
-	$(RUN) eval --model $(MODEL) --recipe $(RECIPE) $(ARGS)
+	$(RUN) eval $(TARGET) $(ARGS)
 
 serve: setup
-	$(RUN) serve --model $(MODEL) --recipe $(RECIPE) $(ARGS)
+	$(RUN) serve $(TARGET) $(ARGS)
 
-# quantize → eval → serve, each reused when cached
+# quantize → eval → serve, each reused when cached; with ARTIFACT=…, import → eval → serve
 run: setup
-	$(RUN) run --model $(MODEL) --recipe $(RECIPE) $(ARGS)
+	$(RUN) run $(TARGET) $(ARGS)
 
 # make search MODEL=tiny-llama TARGET_BITS=6: per-group formats within the budget, written to
 # recipes/generated/<model>/search-<bits>.yaml, evaluated beside the uniform recipes that fit
@@ -68,7 +73,7 @@ search: $(VENV)/.installed
 #   | --ignore-gates | --take-over"]
 # REPO: org/name or hf://org/name (HF_TOKEN or `hf auth login`), or file:///path
 publish: $(VENV)/.installed
-	$(RUN) publish --model $(MODEL) --recipe $(RECIPE) --repo "$(REPO)" $(ARGS)
+	$(RUN) publish $(TARGET) --repo "$(REPO)" $(ARGS)
 
 # make nightly [ARGS="--executor ray | --matrix my.yaml | --new | --pin-baseline latest"]
 nightly: setup

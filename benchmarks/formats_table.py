@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/formats_table.py [RUNS_DIR] [MODEL]   # default runs tiny-llama
 
-For each run folder with a quantize and an eval result: the scheme, bits per decoder weight
-(scales included, the planner's geometry), tensor bytes and their ratio to bf16 and to the
-scheme's ideal with its scales, and the held-out drift (mean KL ± SE, same-top %) of its latest
-eval, with the eval's backend. Nothing is measured here: it reads what the stages recorded.
+For each run folder with a quantize (or an import) and an eval result: the scheme, bits per
+decoder weight (scales included, the planner's geometry), tensor bytes and their ratio to bf16
+and to the scheme's ideal with its scales, and the held-out drift (mean KL ± SE, same-top %) of
+its latest eval, with the eval's backend. Nothing is measured here: it reads what the stages
+recorded.
 """
 
 import json
@@ -34,7 +35,7 @@ def main(root: Path, model: str) -> None:
             or "tensor_bytes" not in q["metrics"]
         ):
             continue
-        rf = recipe.load(manifest["recipe"]["path"])
+        rf = _recipe(run, manifest)
         schemes = "+".join(s.name for s, _ in rf.schemes()) or "-"
         m = q["metrics"]
         ideal = m.get("ratio_to_ideal")
@@ -47,6 +48,15 @@ def main(root: Path, model: str) -> None:
             f"{held['kl_mean']:.2e} ± {held['kl_mean_se']:.1e} | "
             f"{held['same_top_pct']:.2f} | {results['backend']} |"
         )
+
+
+def _recipe(run: Path, manifest: dict) -> recipe.RecipeFile:
+    """The run's recipe; for a checkpoint quantized elsewhere, its format described as one."""
+    if (run / "external" / "original").is_dir():
+        from pipeline.external.stage import describe
+
+        return describe(run / "external" / "original")
+    return recipe.load(manifest["recipe"]["path"])
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ python -m pipeline recipes | models
 python -m pipeline quantize --model tiny-llama --recipe fp8 [--force] [--dry-run]
 python -m pipeline eval|serve|run --model tiny-llama --recipe fp8 [--json]
 python -m pipeline publish --model tiny-llama --recipe fp8 --repo org/name [--dry-run]
+python -m pipeline quantize --model tiny-llama --import <folder | org/name[@rev]>   (then eval,
+    serve, run, publish with --artifact <same>): a checkpoint quantized elsewhere, vs its base
 python -m pipeline nightly [--matrix evals/nightly.yaml] [--executor ray]; python -m pipeline report
 python -m pipeline plan --model llama3-70b; python -m pipeline schema eval | clean-cache
 """
@@ -92,8 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     command("recipes", cmd_recipes, "list the shipped recipes")
     command("models", cmd_models, "list model aliases")
 
-    q = command("quantize", cmd_quantize, "quantize a model with a recipe")
-    _model_args(q)
+    q = command("quantize", cmd_quantize, "quantize a model with a recipe (or --import one)")
+    _model_args(q, "--import")
     q.add_argument("--num-samples", type=int, help="override the recipe's calibration samples")
     q.add_argument("--max-seq-length", type=int, help="override the recipe's sequence length")
     q.add_argument("--force", action="store_true", help="redo even if the cached result is valid")
@@ -190,10 +192,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _model_args(p: argparse.ArgumentParser) -> None:
+def _model_args(p: argparse.ArgumentParser, *artifact_names: str) -> None:
     p.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
-    p.add_argument("--recipe", default="fp8", help="recipe name or path to a .yaml")
+    p.add_argument(
+        "--recipe",
+        help="recipe name or path to a .yaml (default fp8; with --artifact: the eval and serve "
+        "settings, default a shipped recipe of the artifact's scheme)",
+    )
     p.add_argument("--revision", help="hub revision (branch, tag or commit)")
+    p.add_argument(
+        "--artifact",
+        *artifact_names,
+        dest="artifact",
+        metavar="ARTIFACT",
+        help="a checkpoint quantized elsewhere (folder or org/name[@revision]), compared with "
+        "--model as its base",
+    )
 
 
 def _ok(command: str, **fields) -> Outcome:
@@ -234,8 +248,16 @@ def _quantize_stage(args, **calibration):
     from pipeline.quantize.stage import QuantizeStage
 
     nproc = getattr(args, "nproc", 1)
+    if args.artifact is not None:
+        from pipeline.external.stage import ImportStage
+
+        given = {"--num-samples": calibration.get("num_samples"), "--nproc": nproc != 1}
+        given["--max-seq-length"] = calibration.get("max_seq_length")
+        for flag in (f for f, v in given.items() if v):
+            raise UserError(f"{flag} applies to quantizing with a recipe, not an imported artifact")
+        return ImportStage.prepare_import(args.model, args.artifact, args.recipe, args.revision)
     return QuantizeStage.prepare(
-        args.model, args.recipe, revision=args.revision, nproc=nproc, **calibration
+        args.model, args.recipe or "fp8", revision=args.revision, nproc=nproc, **calibration
     )
 
 
@@ -245,6 +267,7 @@ def cmd_quantize(args) -> Outcome:
         from pipeline.quantize.plan import render
 
         plan = q.plan()
+        render = getattr(q, "render_plan", render)  # an import's plan is its detected format
         print(json.dumps(plan, indent=2) if args.json else render(plan))
         return _ok("quantize", model=q.ref.name, recipe=q.recipe.name)
     return _flow(args, q, (), force={"quantize"} if args.force else set())

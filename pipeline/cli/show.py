@@ -23,6 +23,9 @@ def quantize(stage, entry, cached: bool) -> None:
         print(f"  manifest  {stage.rundir.manifest_path}")
         return
     print(f"  artifact  {stage.artifact}")
+    if ext := m.get("external"):
+        print(f"  format    {ext['quant_method']} ({ext['packing']}) by {ext['producer']}")
+        print(f"  hf eval   {ext['hf_path']}")
     print(
         f"  size      {m['tensor_bytes'] / MIB:.2f} MiB tensors, {m['ratio_to_bf16']:.3f}× bf16, "
         f"{m['ratio_to_theoretical']:.3f}× its weights' bits alone"
@@ -38,7 +41,7 @@ def quantize(stage, entry, cached: bool) -> None:
         print(f"  note      {reload['reason']}: evaluate and serve it with vLLM")
     print(f"  manifest  {stage.rundir.manifest_path}")
     if not cached and stage.log.is_file():
-        print(f"  log       {stage.log} (llm-compressor, transformers; -v shows them here)")
+        print(f"  log       {stage.log} (libraries' messages; -v shows them here)")
 
 
 def eval_(stage, entry, cached: bool) -> None:

@@ -61,6 +61,18 @@ def to_log(path: Path, llmcompressor: bool = False) -> Iterator[None]:
         handler.close()
 
 
+def import_llmcompressor() -> None:
+    """Import llm-compressor with its import-time logging off (on CPU hosts it warns that no
+    accelerator is present, on the terminal, before any routing is in place)."""
+    user_set = "LLM_COMPRESSOR_LOG_DISABLED" in os.environ
+    os.environ.setdefault("LLM_COMPRESSOR_LOG_DISABLED", "true")
+    try:
+        import llmcompressor  # noqa: F401
+    finally:
+        if not user_set:
+            del os.environ["LLM_COMPRESSOR_LOG_DISABLED"]
+
+
 def _loguru_to(path: Path) -> int:
     from llmcompressor.logger import LoggerConfig, configure_logger
     from loguru import logger

@@ -69,6 +69,13 @@ class EvalStage(AfterQuantize):
             serving_env.require("eval backend vllm")
             serving_env.require_online(q.recipe, "evaluate")
             chosen, reason = "vllm", "online quantization happens in vLLM"
+        if q.hf_refusal and chosen != "vllm":  # vLLM only (an imported format)
+            if chosen == "hf":
+                raise UserError(f"--backend hf cannot run {q.recipe.name}: {q.hf_refusal}")
+            serving_env.require("eval backend vllm")
+            chosen, reason = "vllm", q.hf_refusal
+            for one, _ in q.recipe.schemes():
+                serving_env.require_scheme(one, "run", f" (and hf cannot: {q.hf_refusal})")
         if chosen == "auto":
             chosen, reason = _auto_backend(q, kv)
         elif chosen == "vllm":
@@ -168,7 +175,7 @@ class EvalStage(AfterQuantize):
         backend = _backend(self.backend)
         s, splits = self.settings, list(self._windows)
         refs, missing = self._references(backend)
-        artifact = self.quantize.artifact
+        artifact = self.quantize.artifact_for(self.backend)
         online = (
             {"quantization": self.quantize.recipe.online} if self.quantize.recipe.online else {}
         )
@@ -236,7 +243,12 @@ class EvalStage(AfterQuantize):
                 self.reference_dir, q.model_identity, q.model_path, self.backend, s.tasks
             )
         quantized = tasks.scores(
-            q.artifact, self.backend, s.tasks, "quantized", s.kv_cache_dtype, q.recipe.online
+            q.artifact_for(self.backend),
+            self.backend,
+            s.tasks,
+            "quantized",
+            s.kv_cache_dtype,
+            q.recipe.online,
         )
         rows = tasks.compare(s.tasks, original, quantized)
         return [{**row, "original_cached": cached} for row in rows]

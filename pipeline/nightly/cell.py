@@ -36,7 +36,11 @@ def command(cell: Cell) -> list[str]:
     """The cell as one `pipeline run`: its stages, backend and serve settings, with --json."""
     later = [s for s in cell.stages if s != "quantize"]
     cmd = [sys.executable, "-m", "pipeline", "run", "--model", cell.model]
-    cmd += ["--recipe", cell.recipe_arg, "--stages", ",".join(later), "--skip-unsupported"]
+    if cell.artifact is not None:
+        cmd += ["--artifact", cell.artifact]
+    if cell.recipe_arg is not None:
+        cmd += ["--recipe", cell.recipe_arg]
+    cmd += ["--stages", ",".join(later), "--skip-unsupported"]
     if cell.eval_backend:
         cmd += ["--backend", cell.eval_backend]
     if "serve" in later:

@@ -43,7 +43,12 @@ class Thresholds(Strict):
 
 class CellSpec(Strict):
     model: str
-    recipe: str
+    recipe: str | None = Field(
+        None, description="the recipe; with `artifact`, only its eval / serve settings"
+    )
+    artifact: str | None = Field(
+        None, description="a checkpoint quantized elsewhere (folder or org/name[@rev]): imported"
+    )
     name: str | None = None
     stages: list[str] | None = None
     eval_backend: str | None = None
@@ -71,13 +76,14 @@ class Matrix(Strict):
 class Cell:
     model: str
     name: str
-    recipe: str  # the recipe name, as in the matrix
-    recipe_arg: str  # what --recipe gets: the name, or the overridden recipe file
+    recipe: str  # the recipe name, as in the matrix (an imported artifact's: its cell name)
+    recipe_arg: str | None  # what --recipe gets: the name, or the overridden recipe file
     stages: tuple[str, ...]
     eval_backend: str | None
     serve: tuple[tuple[str, object], ...]  # serve setting overrides, in order
     overrides_sha: str | None
     tensor_parallel_size: int
+    artifact: str | None = None  # what --artifact gets
 
 
 def load(path: str | None) -> tuple[Matrix, str]:
@@ -95,12 +101,17 @@ def cells(matrix: Matrix) -> list[Cell]:
     """Every model × recipe, then the per-cell entries: overriding a matching cell, or adding."""
     specs = {(m, r): CellSpec(model=m, recipe=r) for m in matrix.models for r in matrix.recipes}
     for spec in matrix.cells:
-        specs[(spec.model, spec.name or spec.recipe)] = spec
+        specs[(spec.model, spec.name or spec.artifact or spec.recipe)] = spec
     return [_cell(matrix, spec) for spec in specs.values()]
 
 
 def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
-    rf = recipes.load(spec.recipe)  # unknown recipe: one line, before anything runs
+    if spec.artifact is None and spec.recipe is None:
+        raise UserError(f"cell {spec.model}: give a recipe or an artifact")
+    if spec.artifact is not None and spec.recipe_overrides:
+        raise UserError(f"cell {spec.model} × {spec.artifact}: recipe_overrides need a recipe")
+    # unknown recipe: one line, before anything runs (an artifact's default settings: gptq's)
+    rf = recipes.load(spec.recipe or "gptq")
     recipe_arg, overrides_sha = spec.recipe, None
     if spec.recipe_overrides:
         overrides_sha = sha256_json(spec.recipe_overrides)
@@ -115,16 +126,22 @@ def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
         {**rf.spec.serve.model_dump(), **serve},
         f"cell {spec.model} × {spec.recipe}: serve",
     )
+    name = spec.name or spec.recipe
+    if spec.artifact is not None:
+        from pipeline.external.source import resolve
+
+        name = spec.name or resolve(spec.artifact).run_name
     return Cell(
         model=spec.model,
-        name=spec.name or spec.recipe,
-        recipe=spec.recipe,
+        name=name,
+        recipe=name if spec.artifact is not None else spec.recipe,
         recipe_arg=recipe_arg,
         stages=tuple(spec.stages or matrix.stages),
         eval_backend=spec.eval_backend or matrix.eval_backend,
         serve=tuple(serve.items()),
         overrides_sha=overrides_sha,
         tensor_parallel_size=settings.tensor_parallel_size,
+        artifact=spec.artifact,
     )
 
 

@@ -56,6 +56,8 @@ def _metadata(c: CardInputs):
 
     scheme = c.recipe["scheme"] or "custom"
     tags = [scheme.lower(), "compressed-tensors", "vllm", "llm-compressor", "quantized"]
+    if ext := _external(c):  # quantized elsewhere: its own format's tag, not llm-compressor's
+        tags = [scheme.lower(), ext["quant_method"], "vllm", "quantized"]
     if c.recipe.get("kv_cache_scheme"):
         tags.append("fp8-kv-cache")
     return ModelCardData(
@@ -107,10 +109,22 @@ def _eval_results(c: CardInputs) -> list:
     return out
 
 
+def _external(c: CardInputs) -> dict | None:
+    """What an imported checkpoint's quantize (import) stage recorded about it."""
+    return c.quantize.metrics.get("external")
+
+
 def _title(c: CardInputs) -> str:
     base = c.model.get("hub_id")
     base_link = f"[{base}](https://huggingface.co/{base})" if base else f"`{c.model['name']}`"
     lc = c.quantize.inputs["libraries"]
+    if ext := _external(c):
+        return (
+            f"# {c.repo_id}\n\n{base_link} quantized to **{c.recipe['scheme'] or 'a custom scheme'}"
+            f"** by {ext['producer']} ({ext['quant_method']}, {ext['packing']}): the checkpoint "
+            f"`{ext['artifact']}`, published as it was shipped. Every number below was measured "
+            "by the quantization pipeline on it against its base; none is copied or estimated."
+        )
     return (
         f"# {c.repo_id}\n\n{base_link} quantized to **{c.recipe['scheme'] or 'a custom scheme'}** "
         f"with llm-compressor {lc.get('llmcompressor', '?')} (recipe `{c.recipe['name']}`), in "
@@ -141,6 +155,8 @@ def _how(c: CardInputs) -> str:
         )
     else:
         cal = "none (the scheme needs no calibration data)"
+    if ext := _external(c):
+        cal = f"unknown to the pipeline (quantized elsewhere, by {ext['producer']})"
     kv = c.recipe.get("kv_cache_scheme")
     rows = [
         ("Scheme", f"{c.recipe['scheme']}: {c.recipe['description']}"),
@@ -154,6 +170,14 @@ def _how(c: CardInputs) -> str:
         ("Checkpoint", f"{_size(m['tensor_bytes'])} of tensors, {m['ratio_to_bf16']:.3f}× bf16"),
     ]
     recipe = c.recipe["text"].rstrip()
+    if _external(c):
+        return (
+            "## How it was made\n\n"
+            + _table(("", ""), rows)
+            + "\n\nHow the pipeline describes it (`quant_pipeline/recipe.yaml`: the format as "
+            f"compressed-tensors arguments, and the eval and serve settings used):\n\n"
+            f"```yaml\n{recipe}\n```"
+        )
     return (
         "## How it was made\n\n"
         + _table(("", ""), rows)
@@ -335,6 +359,15 @@ def _reproduce(c: CardInputs) -> str:
     model, recipe = c.model["name"], c.recipe["name"]
     libs = dict(c.quantize.inputs["libraries"])
     versions = ", ".join(f"{k} {v}" for k, v in sorted(libs.items()))
+    if ext := _external(c):
+        target = f"MODEL={model} ARTIFACT={ext['artifact']}"
+        return (
+            "## Reproduce\n\n"
+            f"With the quantization pipeline at commit `{commit}`{dirty}:\n\n"
+            f"```bash\nmake run {target}      # import → eval → serve\n"
+            f"make publish {target} REPO={c.repo_id}\n```\n\n"
+            f"Libraries: {versions}."
+        )
     return (
         "## Reproduce\n\n"
         f"With the quantization pipeline at commit `{commit}`{dirty}:\n\n"

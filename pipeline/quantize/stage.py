@@ -62,6 +62,15 @@ class QuantizeStage:
             return self.model_path
         return self.rundir.path / ARTIFACT
 
+    def artifact_for(self, backend: str) -> Path:
+        """What an eval backend loads (an imported checkpoint may need a converted copy)."""
+        return self.artifact
+
+    @property
+    def hf_refusal(self) -> str | None:
+        """Why the hf eval backend cannot run this artifact (None: it can)."""
+        return None
+
     @property
     def log(self) -> Path:
         """Where llm-compressor's and transformers' messages go (pipeline/core/quiet.py)."""

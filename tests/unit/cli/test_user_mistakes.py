@@ -130,6 +130,22 @@ CASES = {
         lambda t: ["nightly", "--matrix", _file(t, "m.yaml", "x")],
         "m.yaml: must be a mapping of keys (got 'x')",
     ),
+    "artifact with --nproc": (
+        lambda t: ["quantize", "--import", str(t), "--nproc", "2"],
+        "--nproc applies to quantizing with a recipe, not an imported artifact",
+    ),
+    "artifact that is no checkpoint": (
+        lambda t: ["run", "--artifact", str(t)],
+        "no config.json: not a Hugging Face checkpoint folder",
+    ),
+    "artifact not quantized": (
+        lambda t: ["eval", "--artifact", str((t / "config.json").write_text("{}") and t)],
+        "not a quantized checkpoint (config.json has no quantization_config)",
+    ),
+    "artifact neither folder nor hub id": (
+        lambda t: ["serve", "--artifact", "no such/folder/x"],
+        "is neither a folder nor a hub id (org/name[@revision])",
+    ),
 }
 
 

@@ -85,3 +85,33 @@ def test_recipe_overrides_write_a_derived_recipe(tmp_path, monkeypatch):
     m, _ = matrix.load(_write(tmp_path, cells=bad))
     with pytest.raises(UserError, match="no mapping 'nope'"):
         matrix.cells(m)
+
+
+def test_an_artifact_cell_imports_the_checkpoint_beside_the_recipes(tmp_path, monkeypatch):
+    from pipeline.nightly import cell
+
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    folder = tmp_path / "Llama-GPTQ"
+    folder.mkdir()
+    path = _write(tmp_path, cells=[{"model": "tiny-llama", "artifact": str(folder)},
+                                   {"model": "tiny-llama", "artifact": "org/x-AWQ@v2",
+                                    "recipe": "awq", "name": "hub-awq"}])  # fmt: skip
+    m, _ = matrix.load(path)
+    cells = {c.name: c for c in matrix.cells(m)}
+    assert set(cells) == {"fp8", "gptq", "external-Llama-GPTQ", "hub-awq"}
+    local = cells["external-Llama-GPTQ"]
+    assert local.recipe == "external-Llama-GPTQ"  # its history is kept under its own name
+    cmd = cell.command(local)
+    assert cmd[cmd.index("--artifact") + 1] == str(folder) and "--recipe" not in cmd
+    hub = cell.command(cells["hub-awq"])
+    assert hub[hub.index("--artifact") + 1] == "org/x-AWQ@v2"
+    assert hub[hub.index("--recipe") + 1] == "awq"
+
+
+def test_an_artifact_cell_cannot_override_a_recipe(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    path = _write(tmp_path, cells=[{"model": "tiny-llama", "artifact": "org/x",
+                                    "recipe_overrides": {"calibration.seed": 1}}])  # fmt: skip
+    m, _ = matrix.load(path)
+    with pytest.raises(UserError, match="recipe_overrides need a recipe"):
+        matrix.cells(m)

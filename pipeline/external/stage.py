@@ -1,0 +1,258 @@
+"""Import stage: a checkpoint quantized elsewhere becomes the "quantize" stage of
+runs/<model>/external-<name>/, so eval, serve, publish and nightly treat it like a recipe's
+artifact.
+
+    python -m pipeline quantize --model tiny-llama --import path/or/org/name@rev
+    make run MODEL=tiny-llama ARTIFACT=path/or/org/name@rev      # quantize --import → eval → serve
+
+    external/original/            the checkpoint's files as shipped: what vLLM serves and publish
+                                  uploads
+    external/compressed-tensors/  where the hf backend cannot run the format as shipped: the same
+                                  weights converted (GPTQ, AWQ packing), what hf evaluates
+
+The stage's fingerprint is the artifact's content (and the base's): the same bytes under another
+path reuse the import, changed bytes redo it. Eval and serve settings come from a shipped recipe
+of the same scheme (`--recipe` picks another): its gates, tasks and serving sweep apply unchanged.
+"""
+
+import contextlib
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pipeline.config import recipe
+from pipeline.config.strict import validated
+from pipeline.core import environment, progress, quiet
+from pipeline.core.errors import UserError
+from pipeline.core.rundir import RunDir
+from pipeline.external import formats, match, source
+from pipeline.models import aliases
+from pipeline.quantize import plan, verify
+from pipeline.quantize.stage import QuantizeStage
+
+FOLDER = "external"
+ORIGINAL = f"{FOLDER}/original"
+CONVERTED = f"{FOLDER}/compressed-tensors"
+LIBRARIES = ("compressed-tensors", "transformers", "torch")
+
+
+@dataclass
+class ImportStage(QuantizeStage):
+    external: source.ExternalRef | None = None
+    format: formats.ExternalFormat | None = None
+    artifact_path: Path | None = None  # the materialized checkpoint (a hub snapshot or folder)
+    artifact_identity: dict = field(default_factory=dict)
+    settings_from: str = ""  # the shipped recipe whose eval / serve sections apply
+    folder: str = FOLDER
+
+    @classmethod
+    def prepare_import(
+        cls, model: str, artifact: str, settings: str | None = None, revision: str | None = None
+    ) -> "ImportStage":
+        """Everything decided from names, configs and tokenizers: no weights, no writes."""
+        ref = aliases.resolve(model, revision)
+        config = aliases.load_config(ref)
+        ext = source.resolve(artifact)
+        folder = source.config_folder(ext)
+        fmt = formats.detect(folder, ext.given)
+        match.check_architecture(ref.name, config, ext.given, formats.model_config(folder))
+        match.check_tokenizer(ref.name, _tokenizer_source(ref), ref.revision, ext.given, folder)
+        base = recipe.load(settings or _same_scheme(fmt))
+        rf = _recipe(ext, fmt, base)
+        rundir = RunDir(ref.name, rf.name)
+        rundir.check_writable()
+        return cls(
+            ref, config, rf, rf.spec.calibration, rundir,
+            external=ext, format=fmt, settings_from=base.name,
+        )  # fmt: skip
+
+    @property
+    def artifact(self) -> Path:
+        return self.rundir.path / ORIGINAL
+
+    def artifact_for(self, backend: str) -> Path:
+        converted = self.rundir.path / CONVERTED
+        return converted if backend == "hf" and converted.is_dir() else self.artifact
+
+    @property
+    def hf_refusal(self) -> str | None:
+        return None if self.format.hf else self.format.hf_refusal
+
+    @property
+    def log(self) -> Path:
+        return self.rundir.path / "logs" / "import.log"
+
+    def plan(self) -> dict:
+        """What `quantize --import … --dry-run` prints: decided from configs alone."""
+        scheme = self.recipe.scheme()
+        ideal = plan.artifact_bytes(self.recipe, self.config)
+        return {
+            "import": self.external.given,
+            "run_dir": str(self.rundir.path),
+            "base": self.ref.name,
+            "format": self.format.describe(),
+            "scheme": scheme.name if scheme and scheme.name != "custom" else scheme.label,
+            "ideal_bytes": ideal,
+            "settings_from": self.settings_from,
+        }
+
+    @staticmethod
+    def render_plan(p: dict) -> str:
+        f = p["format"]
+        return "\n".join(
+            [
+                f"import    {p['import']} → {p['run_dir']}",
+                f"format    {f['quant_method']} ({f['packing']}) by {f['producer']}: {p['scheme']}",
+                f"base      {p['base']}: same architecture and tokenizer (checked)",
+                f"hf eval   {f['hf_path']}",
+                f"size      {p['ideal_bytes'] / 2**20:.2f} MiB ideal with its scales",
+                f"settings  eval and serve from recipe {p['settings_from']}",
+            ]
+        )
+
+    def load_inputs(self) -> None:
+        if self.model_path is not None:
+            return
+        self.model_path, self.model_identity = aliases.materialize(self.ref)
+        self.artifact_path, self.artifact_identity = source.materialize(self.external)
+
+    def inputs(self) -> dict:
+        self.load_inputs()
+        return {
+            "model": self.model_identity,
+            "artifact": self.artifact_identity,
+            "format": self.format.describe(),
+            "recipe_sha256": self.recipe.section_sha256("quantization", "calibration"),
+            "libraries": environment.library_versions(LIBRARIES),
+        }
+
+    def before_work(self) -> None:
+        quiet.import_llmcompressor()  # no modifiers to check; its logs are routed in work
+
+    def outputs(self, folder: str) -> dict[str, str]:
+        found = {"artifact": f"{folder}/original"}
+        return found | ({"converted": f"{folder}/compressed-tensors"} if self.format.hf else {})
+
+    def work(self, out: Path) -> dict:
+        from pipeline.quantize.artifact import size_metrics, tensor_bytes
+
+        fmt = self.format
+        steps = progress.bar(total=3, desc=f"import {self.external.name}", unit="step")
+        original, converted = out / "original", out / "compressed-tensors"
+        _copy(self.artifact_path, original)
+        steps.update()
+        # compressed-tensors' converter logs to stdout (loguru) and draws its own bars: both go
+        # to the log with the rest; the stage's bar is the one shown
+        with quiet.to_log(self.log, llmcompressor=True), _library_output(self.log):
+            if fmt.hf in ("gptq", "awq"):
+                steps.set_postfix_str(f"converting ({fmt.hf})", refresh=False)
+                _convert(fmt, original, converted)
+            elif fmt.hf == "native":
+                converted = original
+            steps.update()
+            readable = converted if fmt.hf else original
+            metrics = size_metrics(readable, self.model_path, self.recipe.scheme())
+            served = tensor_bytes(original)  # what vLLM loads: the bytes as shipped
+            metrics["converted_tensor_bytes"] = metrics["tensor_bytes"]
+            metrics["tensor_bytes"] = served
+            metrics["ratio_to_bf16"] = round(served / metrics["bf16_bytes"], 4)
+            metrics["ratio_to_theoretical"] = round(served / metrics["theoretical_bytes"], 4)
+            ideal = plan.artifact_bytes(self.recipe, self.config)
+            metrics["ideal_bytes"] = ideal
+            metrics["ratio_to_ideal"] = round(served / ideal, 4)
+            if fmt.hf:
+                metrics["reload"] = verify.reload(converted, metrics["total_params"])
+            else:
+                metrics["reload"] = {"transformers": False, "reason": fmt.hf_refusal}
+        steps.update()
+        steps.close()
+        metrics["external"] = {"artifact": self.external.given, **fmt.describe()}
+        metrics["peak_rss_bytes"] = environment.peak_rss_bytes()
+        metrics["calibration_samples"] = 0
+        return metrics
+
+
+@contextlib.contextmanager
+def _library_output(log: Path):
+    if quiet.verbose():
+        yield
+        return
+    with open(log, "a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+        yield
+
+
+def _recipe(ext: source.ExternalRef, fmt: formats.ExternalFormat, base: recipe.RecipeFile):
+    """The artifact described as a recipe: its format as a (never run) llm-compressor modifier,
+    and the eval / serve sections of a shipped recipe."""
+    data = {
+        "description": f"{fmt.method} checkpoint by {fmt.producer}: {ext.given} "
+        f"(settings from recipe {base.name})",
+        "quantization": {
+            "import_stage": {"import_modifiers": {"QuantizationModifier": fmt.modifier()}}
+        },
+        **base.spec.model_dump(mode="json", include={"calibration", "eval", "serve"}),
+    }
+    text = yaml.safe_dump(data, sort_keys=False)
+    spec = validated(recipe.Recipe, data, f"the recipe describing {ext.given}")
+    return recipe.RecipeFile(name=ext.run_name, path=Path(ext.given), text=text, spec=spec)
+
+
+def describe(folder: Path) -> recipe.RecipeFile:
+    """An imported checkpoint's format as a recipe (its eval / serve sections: gptq's)."""
+    ext = source.resolve(str(folder))
+    return _recipe(ext, formats.detect(folder, str(folder)), recipe.load("gptq"))
+
+
+def _same_scheme(fmt: formats.ExternalFormat) -> str:
+    """The first shipped recipe of the artifact's scheme (gptq where none matches)."""
+    from pipeline.config.schemes import schemes_from_args
+
+    scheme = schemes_from_args(fmt.modifier())[0][0]
+    for name in recipe.artifact_recipes():
+        if (found := recipe.load(name).scheme()) and found.name == scheme.name:
+            return name
+    return "gptq"
+
+
+def _tokenizer_source(ref: aliases.ModelRef) -> Path | str:
+    if ref.source == "tiny":
+        from pipeline.models.tiny.build import ensure
+
+        return ensure()
+    return ref.path or ref.hub_id
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """The checkpoint's files as shipped (hidden ones and hub cache links resolved)."""
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        rel = path.relative_to(src)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dst / rel)
+
+
+def _convert(fmt: formats.ExternalFormat, original: Path, out: Path) -> None:
+    from compressed_tensors.entrypoints.convert import convert_checkpoint
+
+    if fmt.hf == "awq":
+        from compressed_tensors.entrypoints.convert.converters.autoawq import AutoAWQConverter
+
+        converter = AutoAWQConverter.from_autoawq_config(fmt.config)
+    else:
+        from pipeline.external.gptq_converter import GPTQConverter
+
+        w = fmt.weights
+        converter = GPTQConverter(
+            bits=w["num_bits"],
+            group_size=w["group_size"] or -1,
+            sym=w["symmetric"],
+            v1=fmt.packing != "gptq_v2",
+            ignore=fmt.ignore,
+        )
+    try:
+        convert_checkpoint(original, out, converter)
+    except ValueError as e:
+        raise UserError(f"converting {fmt.method} to compressed-tensors: {e}") from None
