@@ -338,6 +338,10 @@ def _check_schemes(rf: RecipeFile, shown: str) -> None:
                         refuse(
                             key, f"{key} must be a module name or a list of them (got {value!r})"
                         )
+                for key in ("kv_cache_scheme", "config_groups"):  # read by the planner too
+                    value = args.get(key)
+                    if value is not None and not isinstance(value, dict):
+                        refuse(key, f"{key} must be a mapping (got {value!r})")
                 value = args.get("scheme")
                 if value is not None and not isinstance(value, (str, dict)):
                     refuse("scheme", f"scheme must be a preset name (got {value!r})")

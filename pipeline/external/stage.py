@@ -36,6 +36,7 @@ FOLDER = "external"
 ORIGINAL = f"{FOLDER}/original"
 CONVERTED = f"{FOLDER}/compressed-tensors"
 LIBRARIES = ("compressed-tensors", "transformers", "torch")
+CONVERTERS = ("gptq", "awq")  # formats.ExternalFormat.hf values that make a converted copy
 
 
 @dataclass
@@ -133,7 +134,9 @@ class ImportStage(QuantizeStage):
 
     def outputs(self, folder: str) -> dict[str, str]:
         found = {"artifact": f"{folder}/original"}
-        return found | ({"converted": f"{folder}/compressed-tensors"} if self.format.hf else {})
+        if self.format.hf in CONVERTERS:
+            found["converted"] = f"{folder}/compressed-tensors"
+        return found
 
     def work(self, out: Path) -> dict:
         from pipeline.quantize.artifact import size_metrics, tensor_bytes
@@ -146,7 +149,7 @@ class ImportStage(QuantizeStage):
         # compressed-tensors' converter logs to stdout (loguru) and draws its own bars: both go
         # to the log with the rest; the stage's bar is the one shown
         with quiet.to_log(self.log, llmcompressor=True), _library_output(self.log):
-            if fmt.hf in ("gptq", "awq"):
+            if fmt.hf in CONVERTERS:
                 steps.set_postfix_str(f"converting ({fmt.hf})", refresh=False)
                 _convert(fmt, original, converted)
             elif fmt.hf == "native":
@@ -206,14 +209,15 @@ def describe(folder: Path) -> recipe.RecipeFile:
 
 
 def _same_scheme(fmt: formats.ExternalFormat) -> str:
-    """The first shipped recipe of the artifact's scheme (gptq where none matches)."""
+    """The shipped recipe of the artifact's method and scheme (AutoAWQ's W4A16_ASYM: awq), else
+    the first of its scheme, else gptq."""
     from pipeline.config.schemes import schemes_from_args
 
     scheme = schemes_from_args(fmt.modifier())[0][0]
-    for name in recipe.artifact_recipes():
-        if (found := recipe.load(name).scheme()) and found.name == scheme.name:
-            return name
-    return "gptq"
+    names = recipe.artifact_recipes()
+    same = [n for n in names if (s := recipe.load(n).scheme()) and s.name == scheme.name]
+    own = fmt.method.replace("-", "")  # auto-round → autoround
+    return own if own in same else (same or ["gptq"])[0]
 
 
 def _tokenizer_source(ref: aliases.ModelRef) -> Path | str:

@@ -2,12 +2,16 @@
 nothing created under RUNS_DIR (in-process: no model is loaded before these refusals)."""
 
 import pytest
+import yaml
 
 from pipeline.cli.main import main
 from tests.conftest import REPO
 
 GPTQ = (REPO / "recipes" / "gptq.yaml").read_text()
 FP8 = (REPO / "recipes" / "fp8.yaml").read_text()
+_kv = yaml.safe_load((REPO / "recipes" / "fp8-kv.yaml").read_text())
+_kv["quantization"]["quant_stage"]["quant_modifiers"]["QuantizationModifier"]["kv_cache_scheme"] = 1
+FP8_KV_TRUE = yaml.safe_dump(_kv)
 LONG = "x" * 300
 
 
@@ -129,6 +133,15 @@ CASES = {
     "matrix that is not a mapping": (
         lambda t: ["nightly", "--matrix", _file(t, "m.yaml", "x")],
         "m.yaml: must be a mapping of keys (got 'x')",
+    ),
+    "kv_cache_scheme not a mapping (found by hypothesis)": (
+        lambda t: [
+            "quantize",
+            "--dry-run",
+            "--recipe",
+            _file(t, "k.yaml", FP8_KV_TRUE),
+        ],
+        "QuantizationModifier: kv_cache_scheme must be a mapping (got 1)",
     ),
     "artifact with --nproc": (
         lambda t: ["quantize", "--import", str(t), "--nproc", "2"],
