@@ -120,17 +120,17 @@ def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
     serve |= spec.serve.model_dump(exclude_none=True) if spec.serve else {}
     if spec.tensor_parallel_size:
         serve["tensor_parallel_size"] = spec.tensor_parallel_size
-    # every bound (gt=0, …) checked against the recipe's own settings, before anything runs
-    settings = validated(
-        ServeSettings,
-        {**rf.spec.serve.model_dump(), **serve},
-        f"cell {spec.model} × {spec.recipe}: serve",
-    )
     name = spec.name or spec.recipe
     if spec.artifact is not None:
         from pipeline.external.source import resolve
 
         name = spec.name or resolve(spec.artifact).run_name
+    # every bound (gt=0, …) checked against the recipe's own settings, before anything runs
+    settings = validated(
+        ServeSettings,
+        {**rf.spec.serve.model_dump(), **serve},
+        f"cell {spec.model} × {name}: serve",
+    )
     return Cell(
         model=spec.model,
         name=name,

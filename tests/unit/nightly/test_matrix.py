@@ -115,3 +115,11 @@ def test_an_artifact_cell_cannot_override_a_recipe(tmp_path, monkeypatch):
     m, _ = matrix.load(path)
     with pytest.raises(UserError, match="recipe_overrides need a recipe"):
         matrix.cells(m)
+
+
+def test_an_artifact_cell_with_a_bad_serve_value_names_the_cell(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    cell = {"model": "tiny-llama", "artifact": "org/x-GPTQ", "serve": {"num_prompts": 0}}
+    m, _ = matrix.load(_write(tmp_path, cells=[cell]))
+    with pytest.raises(UserError, match=r"cell tiny-llama × external-org--x-GPTQ: serve"):
+        matrix.cells(m)
