@@ -102,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument(
         "--nproc", type=int, default=1, help="calibrate in N processes under torchrun (GPU each)"
     )
+    _path_args(q)
     q.add_argument("--dry-run", action="store_true", help="print the plan; load no weights")
     q.add_argument("--json", action="store_true", help="the outcome (with --dry-run: the plan)")
 
@@ -123,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     rn.add_argument("--backend", choices=["hf", "vllm"], help="eval backend")
     rn.add_argument("--stages", default="eval,serve", help="after quantize (default eval,serve)")
     rn.add_argument("--nproc", type=int, default=1, help="quantize in N processes (torchrun)")
+    _path_args(rn)
     rn.add_argument(
         "--skip-unsupported", action="store_true", help="record stages this host cannot run"
     )
@@ -244,20 +246,48 @@ def cmd_models(args) -> Outcome:
     return _ok("models")
 
 
+def _path_args(p: argparse.ArgumentParser) -> None:
+    from pipeline.cli import flags
+
+    p.add_argument(
+        "--path",
+        choices=["model-free", "oneshot"],
+        help="model-free: shard by shard, no model in memory (default for data-free recipes); "
+        "oneshot: the model in memory (every calibrating recipe)",
+    )
+    p.add_argument("--workers", type=int, default=1, help="model-free: shards quantized at once")
+    p.add_argument(
+        "--max-memory",
+        type=flags.memory_size,
+        help="CPU RAM the run may use (e.g. 48GiB; default: what this host has available): a "
+        "plan above it is refused before loading, exit 4",
+    )
+
+
 def _quantize_stage(args, **calibration):
     from pipeline.quantize.stage import QuantizeStage
 
     nproc = getattr(args, "nproc", 1)
+    path, workers = getattr(args, "path", None), getattr(args, "workers", 1)
+    max_memory = getattr(args, "max_memory", None)
     if args.artifact is not None:
         from pipeline.external.stage import ImportStage
 
         given = {"--num-samples": calibration.get("num_samples"), "--nproc": nproc != 1}
+        given |= {"--path": path, "--workers": workers != 1, "--max-memory": max_memory}
         given["--max-seq-length"] = calibration.get("max_seq_length")
         for flag in (f for f, v in given.items() if v):
             raise UserError(f"{flag} applies to quantizing with a recipe, not an imported artifact")
         return ImportStage.prepare_import(args.model, args.artifact, args.recipe, args.revision)
     return QuantizeStage.prepare(
-        args.model, args.recipe or "fp8", revision=args.revision, nproc=nproc, **calibration
+        args.model,
+        "fp8" if args.recipe is None else args.recipe,
+        revision=args.revision,
+        nproc=nproc,
+        path=path,
+        workers=workers,
+        max_memory=max_memory,
+        **calibration,
     )
 
 
@@ -268,6 +298,8 @@ def cmd_quantize(args) -> Outcome:
 
         plan = q.plan()
         render = getattr(q, "render_plan", render)  # an import's plan is its detected format
+        if hasattr(q, "memory_verdict"):
+            plan["host_fit"] = q.memory_verdict(q.max_memory) or "fits"
         print(json.dumps(plan, indent=2) if args.json else render(plan))
         return _ok("quantize", model=q.ref.name, recipe=q.recipe.name)
     return _flow(args, q, (), force={"quantize"} if args.force else set())

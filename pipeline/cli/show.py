@@ -31,6 +31,20 @@ def quantize(stage, entry, cached: bool) -> None:
         f"{m['ratio_to_theoretical']:.3f}× its weights' bits alone"
         + (f", {m['ratio_to_ideal']:.3f}× with its scales" if "ratio_to_ideal" in m else "")
     )
+    if "planned_peak_rss_bytes" in m:
+        gib = 2**30
+        print(
+            f"  path      {m['path']}"
+            + (f", {m['shards']} shards" if m.get("shards") else "")
+            + f"; {m['params_per_second'] / 1e6:,.1f}M params/s, "
+            f"{m['bytes_per_second'] / 2**20:,.0f} MiB/s of bf16 weights"
+        )
+        print(
+            f"  memory    peak RSS {m['peak_rss_bytes'] / gib:.2f} GiB, planned "
+            f"{m['planned_peak_rss_bytes'] / gib:.2f} GiB ({m['peak_rss_ratio_to_plan']:.2f}× plan)"
+        )
+    if (m.get("reload") or {}).get("spot_checked") is not None:
+        print(f"  check     {m['reload']['reason']}")
     for modifier, args in (entry.inputs.get("capped") or {}).items():
         shown = ", ".join(f"{k} {v}" for k, v in args.items())
         print(f"  capped    {modifier} {shown} (tiny-llama is a CPU test model)")

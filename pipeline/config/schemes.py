@@ -18,7 +18,7 @@ class Scheme:
     scale_bytes: int = 2  # bf16 scales; FP8 E4M3 (NVFP4) and E8M0 (MX) scales are 1 byte
     block: tuple[int, int] | None = None  # one scale per (rows, columns) block (FP8_BLOCK)
     per_tensor: bool = False  # one weight scale per tensor (static FP8)
-    global_scales: int = 0  # 16-bit scales per Linear above the groups' (NVFP4: weight, input)
+    global_scales: int = 0  # float32 scales per Linear above the groups' (NVFP4: weight, input)
     # activation scales observed on calibration data (llm-compressor then requires it): static
     # FP8, and NVFP4's per-tensor global input scale
     calibrated_activations: bool = False

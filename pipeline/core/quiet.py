@@ -61,6 +61,20 @@ def to_log(path: Path, llmcompressor: bool = False) -> Iterator[None]:
         handler.close()
 
 
+@contextlib.contextmanager
+def library_output(path: Path) -> Iterator[None]:
+    """Libraries' prints and tqdm bars (llm-compressor's "Quantizing", transformers' "Loading
+    weights", compressed-tensors' "Compressing" …) into `path`: they write to sys.stdout /
+    sys.stderr as found when the bar is made, so bars the pipeline opened before keep the
+    terminal. `-v` leaves them on the terminal."""
+    if verbose():
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+        yield
+
+
 def import_llmcompressor() -> None:
     """Import llm-compressor with its import-time logging off (on CPU hosts it warns that no
     accelerator is present, on the terminal, before any routing is in place)."""

@@ -81,6 +81,11 @@ class EvalResults(BaseModel):
     backend: str = Field(description="hf (transformers) or vllm")
     dtype: str = Field(description="what the quantized model ran in")
     kv_cache: str = Field(description="16-bit, or how an FP8 KV cache was applied")
+    engine: dict | None = Field(
+        None,
+        description="vllm backend: the quantized model's engine (tensor_parallel_size, "
+        "gpu_memory_utilization, max_num_seqs, enforce_eager, reason), sized by the planner",
+    )
     reference_mass: float = Field(description="probability mass of the original kept per token")
     splits: dict[str, SplitDrift] = Field(description="heldout and calibration")
     tasks: list[TaskRow] = Field(default_factory=list)

@@ -20,6 +20,7 @@ from pipeline.core.files import hash_folder, sha256_json, write_json_atomic
 from pipeline.core.paths import TASKS_DIR
 
 SCRIPT = Path(__file__).resolve().parent / "task_scripts" / "run_lm_eval.py"
+LM_EVAL_BATCH = 8
 MAX_MODEL_LEN = 4096  # vLLM's KV cache for long-context models; tasks rarely need more
 
 
@@ -63,7 +64,7 @@ def scores(
         "model_args": model_args,
         "tasks": [{"task": t.task, "num_fewshot": t.num_fewshot, "limit": t.limit} for t in tasks],
         "include_path": str(TASKS_DIR),
-        "batch_size": 8,
+        "batch_size": LM_EVAL_BATCH,
     }
     names = ", ".join(t.task for t in tasks)
     print(f"lm-eval ({model}) on the {label} model: {names}", file=sys.stderr, flush=True)
@@ -111,19 +112,24 @@ def _launch(model_dir: Path, backend: str, kv_cache_dtype: str) -> tuple[str, st
             "device": "cuda" if gpu else "cpu",
             "add_bos_token": True,
         }
+        if gpu and torch.cuda.device_count() > 1:  # a model larger than one GPU: spread it
+            args["parallelize"] = True
         return sys.executable, "hf", args
+    from pipeline.core import environment
     from pipeline.eval.backends import vllm
 
     config = json.loads((model_dir / "config.json").read_text())
     max_len = min(int(config.get("max_position_embeddings", MAX_MODEL_LEN)), MAX_MODEL_LEN)
+    # each side's own engine: the original may need more GPUs than the artifact
+    engine = vllm.engine_for(model_dir, max_len, environment.gpus(), users=LM_EVAL_BATCH)
     args = {
         "pretrained": str(model_dir),
         "dtype": "bfloat16",
         "kv_cache_dtype": kv_cache_dtype,
-        "enforce_eager": True,
         "max_model_len": max_len,
         "seed": 0,
         "add_bos_token": True,
+        **engine.vllm_kwargs(),
     }
     return str(vllm.SERVE_PYTHON), "vllm", args
 

@@ -15,7 +15,6 @@ path reuse the import, changed bytes redo it. Eval and serve settings come from 
 of the same scheme (`--recipe` picks another): its gates, tasks and serving sweep apply unchanged.
 """
 
-import contextlib
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,7 +147,7 @@ class ImportStage(QuantizeStage):
         steps.update()
         # compressed-tensors' converter logs to stdout (loguru) and draws its own bars: both go
         # to the log with the rest; the stage's bar is the one shown
-        with quiet.to_log(self.log, llmcompressor=True), _library_output(self.log):
+        with quiet.to_log(self.log, llmcompressor=True), quiet.library_output(self.log):
             if fmt.hf in CONVERTERS:
                 steps.set_postfix_str(f"converting ({fmt.hf})", refresh=False)
                 _convert(fmt, original, converted)
@@ -175,15 +174,6 @@ class ImportStage(QuantizeStage):
         metrics["peak_rss_bytes"] = environment.peak_rss_bytes()
         metrics["calibration_samples"] = 0
         return metrics
-
-
-@contextlib.contextmanager
-def _library_output(log: Path):
-    if quiet.verbose():
-        yield
-        return
-    with open(log, "a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
-        yield
 
 
 def _recipe(ext: source.ExternalRef, fmt: formats.ExternalFormat, base: recipe.RecipeFile):

@@ -111,7 +111,7 @@ def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
     if spec.artifact is not None and spec.recipe_overrides:
         raise UserError(f"cell {spec.model} × {spec.artifact}: recipe_overrides need a recipe")
     # unknown recipe: one line, before anything runs (an artifact's default settings: gptq's)
-    rf = recipes.load(spec.recipe or "gptq")
+    rf = recipes.load("gptq" if spec.recipe is None else spec.recipe)
     recipe_arg, overrides_sha = spec.recipe, None
     if spec.recipe_overrides:
         overrides_sha = sha256_json(spec.recipe_overrides)

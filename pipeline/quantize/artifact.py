@@ -106,3 +106,30 @@ def size_metrics(artifact: Path, original: Path, scheme: Scheme | None) -> dict:
             {info.dtype for n, info in new.items() if n.rsplit(".", 1)[0] in modules}
         ),
     }
+
+
+def shard_bytes(folder: Path) -> list[int]:
+    """Sizes of a checkpoint's safetensors files, largest first."""
+    return sorted((p.stat().st_size for p in folder.glob("*.safetensors")), reverse=True)
+
+
+def tensor_files(folder: Path) -> dict[str, Path]:
+    """Which safetensors file holds each tensor (headers only)."""
+    found = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        with open(path, "rb") as f:
+            (size,) = struct.unpack("<Q", f.read(8))
+            found |= dict.fromkeys(
+                (n for n in json.loads(f.read(size)) if n != "__metadata__"), path
+            )
+    return found
+
+
+def weight_shape(table: dict[str, TensorInfo], module: str, bits: int) -> tuple[int, int]:
+    """(out, in) of a quantized module's weight, from its stored tensors' headers."""
+    packed = table.get(f"{module}.weight_packed")
+    if packed is None:
+        return table[f"{module}.weight"].shape
+    rows, words = packed.shape
+    per_word = {"I32": 32, "I64": 64, "U8": 8, "I8": 8}[packed.dtype] // bits
+    return rows, words * per_word

@@ -31,8 +31,11 @@ class Job:
     saved_dtype: str  # the checkpoint's dtype, for saving after a float32 calibration on CPU
 
 
-def run(job: Job, out: Path, steps=None, track_routing: bool = True) -> dict | None:
-    """Quantize into `out`; for a calibrated MoE, which experts the calibration tokens reached."""
+def run(job: Job, out: Path, steps=None, track_routing: bool = True, layers=None) -> dict | None:
+    """Quantize into `out`; for a calibrated MoE, which experts the calibration tokens reached.
+    `layers`: a progress bar the sequential pipeline drives, one tick per decoder layer."""
+    import contextlib
+
     import torch
     from llmcompressor import oneshot
     from llmcompressor.logger import LoggerConfig, configure_logger
@@ -53,8 +56,10 @@ def run(job: Job, out: Path, steps=None, track_routing: bool = True) -> dict | N
     # Into CPU RAM: llm-compressor's sequential pipeline onloads one layer at a time to the GPU.
     # Without a GPU, calibrate in float32 (torch 2.13's bf16 matmuls are ~7x slower than fp32
     # on CPU) and cast back to the checkpoint's dtype before saving: the same bytes result.
-    on_cpu = not torch.accelerator.is_available()
-    model = _load(job.model_path, torch.float32 if on_cpu else "auto")
+    # A data-free recipe runs no matmul: it loads in the checkpoint's dtype on CPU too (half
+    # the memory, and the same arithmetic as on a GPU and on the model-free path).
+    upcast = job.texts is not None and not torch.accelerator.is_available()
+    model = _load(job.model_path, torch.float32 if upcast else "auto")
     tokenizer = AutoTokenizer.from_pretrained(job.model_path)
     if steps:
         steps.update()
@@ -70,20 +75,35 @@ def run(job: Job, out: Path, steps=None, track_routing: bool = True) -> dict | N
         }
     step("calibrating + quantizing", refresh=False)
     torch.manual_seed(cal.seed)
-    oneshot(model=model, recipe=job.recipe_yaml, **kwargs)
+    from pipeline.quantize import layer_progress
+
+    with layer_progress.layers(layers) if layers else contextlib.nullcontext():
+        oneshot(model=model, recipe=job.recipe_yaml, **kwargs)
     if routed:
         routed.remove()
     if steps:
         steps.update()
     step("saving", refresh=False)
     saved = getattr(torch, job.saved_dtype)
-    if on_cpu and saved != torch.float32:
-        model.to(saved)
-        model.config.dtype = saved
+    if upcast and saved != torch.float32:
+        _cast_back(model, saved)
     model.save_pretrained(out, save_compressed=True)  # every rank: saving is collective
     if _rank() in (None, 0):
         tokenizer.save_pretrained(out)
     return routed.summary() if routed else None
+
+
+def _cast_back(model, dtype) -> None:
+    """The float32 CPU model back to the checkpoint's dtype, but for the FP4 global scales:
+    compressed-tensors keeps those in float32 whatever the model's dtype (as a GPU run, which
+    loads bf16, and the model-free path write them); rounding them to bf16 moves every block
+    scale and packed value."""
+    kept = {n: p.data for n, p in model.named_parameters() if n.endswith("global_scale")}
+    model.to(dtype)
+    for name, param in model.named_parameters():
+        if name in kept:
+            param.data = kept[name]
+    model.config.dtype = dtype
 
 
 def _load(model_path: str, dtype):

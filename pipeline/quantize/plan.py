@@ -126,10 +126,21 @@ def bits_per_weight(recipe: RecipeFile, config: dict) -> float:
 def _scale_bytes(lin: architecture.Linear, scheme: Scheme) -> float:
     scales = scheme.scale_count(lin.out_features, lin.in_features) * lin.count
     zero_points = 0 if scheme.symmetric else scales * scheme.weight_bits / 8
-    return scales * scheme.scale_bytes + zero_points + scheme.global_scales * 2 * lin.count
+    return scales * scheme.scale_bytes + zero_points + scheme.global_scales * 4 * lin.count
 
 
-def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus: list) -> dict:
+def build(
+    recipe: RecipeFile,
+    config: dict,
+    model: dict,
+    calibration: dict,
+    gpus: list,
+    route: dict | None = None,
+) -> dict:
+    """`route`: {"path": "model-free" | "oneshot", "workers": N, "shards": [bytes, …] or None}."""
+    from pipeline.quantize import memory
+
+    route = route or {"path": "oneshot", "workers": 1, "shards": None}
     params = architecture.total_params(config)
     if recipe.online:
         return {
@@ -154,8 +165,14 @@ def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus
     seq = calibration.get("max_seq_length", 0)
     samples = calibration.get("samples", 0)
     acts = seq * max(hidden, config["intermediate_size"]) * 2 * 4
-    cached_inputs = samples * seq * hidden * 2 if needs_data else 0
     scheme = recipe.scheme()
+    artifact = artifact_bytes(recipe, config)
+    on_gpu = bool(gpus)
+    cal_terms = memory.calibration_bytes(
+        config, samples if needs_data else 0, seq, uses_gptq, on_gpu
+    )
+    cpu = memory.peak_cpu_bytes(params, artifact, route, on_gpu, cal_terms)
+    model_free = route["path"] == "model-free"
     return {
         "model": model,
         "recipe": {
@@ -180,19 +197,42 @@ def build(recipe: RecipeFile, config: dict, model: dict, calibration: dict, gpus
             "moe_layers": architecture.moe_layers(config),
         },
         "calibration": calibration if needs_data else {"samples": 0, "note": "data-free"},
-        "pipeline": "sequential" if needs_data else "datafree",
-        "placement": (
-            f"model in CPU RAM; one decoder layer at a time on {'cuda:0' if gpus else 'cpu'}"
-            + ("" if gpus else " (no GPU here: calibration runs on the CPU)")
-        ),
+        "path": route["path"],
+        "workers": route.get("workers", 1),
+        "pipeline": "model-free" if model_free else "sequential" if needs_data else "datafree",
+        "placement": _placement(route, gpus),
         "memory_bytes": {
             "weights_bf16": params * 2,
-            "artifact_estimate": artifact_bytes(recipe, config),
-            "cpu_ram_peak_estimate": params * 2 + cached_inputs,
-            "device_peak_estimate": layer_bytes + hessians + acts,
+            "artifact_estimate": artifact,
+            "cpu_ram_peak_estimate": cpu["total"],
+            "cpu_ram_terms": cpu["terms"],
+            "device_peak_estimate": _device_peak(route, cpu, layer_bytes + hessians + acts, gpus),
         },
+        "assumed": cpu["assumed"],
         "fits_one_80gb_gpu": layer_bytes + hessians + acts < 80 * 10**9 * 0.9,
     }
+
+
+def _placement(route: dict, gpus: list) -> str:
+    if route["path"] == "model-free":
+        where = f"{len(gpus)} GPU(s)" if gpus else "the CPU"
+        return (
+            f"no model in memory: one safetensors shard at a time per worker "
+            f"({route.get('workers', 1)}) on {where}"
+        )
+    return f"model in CPU RAM; one decoder layer at a time on {'cuda:0' if gpus else 'cpu'}" + (
+        "" if gpus else " (no GPU here: calibration runs on the CPU, the model in float32)"
+    )
+
+
+def _device_peak(route: dict, cpu: dict, layer_peak: int, gpus: list) -> int:
+    """On a GPU host: one shard per worker (model-free) or one layer's working set (oneshot);
+    on a CPU host the device is the CPU: its peak is the CPU RAM figure."""
+    if not gpus:
+        return cpu["total"]
+    if route["path"] == "model-free":
+        return cpu["terms"]["shards in flight"]
+    return layer_peak
 
 
 def render(plan: dict) -> str:
@@ -232,7 +272,13 @@ def render(plan: dict) -> str:
         f"memory       CPU RAM peak ~{mem['cpu_ram_peak_estimate'] / GIB:.1f} GiB; "
         f"device peak ~{mem['device_peak_estimate'] / GIB:.1f} GiB "
         f"(fits one 80 GB GPU: {'yes' if plan['fits_one_80gb_gpu'] else 'no'})",
+        "  CPU RAM    "
+        + " + ".join(f"{k} {v / GIB:.1f}" for k, v in mem["cpu_ram_terms"].items())
+        + " GiB"
+        + (f" (assumed: {', '.join(plan['assumed'])})" if plan.get("assumed") else ""),
     ]
+    if fit := plan.get("host_fit"):
+        lines.append(f"this host    {'fits' if fit == 'fits' else 'would refuse (exit 4): ' + fit}")
     return "\n".join(lines)
 
 

@@ -1,6 +1,10 @@
-"""Quantize stage: llm-compressor `oneshot` → compressed-tensors artifact in runs/<model>/<recipe>/.
+"""Quantize stage: llm-compressor → compressed-tensors artifact in runs/<model>/<recipe>/.
 
     python -m pipeline quantize --model tiny-llama --recipe gptq   # = make quantize RECIPE=gptq
+
+Two paths: `model-free` (llm-compressor's model_free_ptq, shard by shard; the default for
+data-free recipes) and `oneshot` (the model in memory; every calibrating recipe). `--path`
+chooses; the path is an input of the stage (recorded, and part of its fingerprint).
 
 Everything a user can get wrong is checked before the run directory is created.
 """
@@ -12,13 +16,14 @@ from pathlib import Path
 from pipeline.config import recipe
 from pipeline.config.strict import validated
 from pipeline.core import environment, progress, quiet
-from pipeline.core.errors import ArtifactCheckError, UserError
+from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, check_source, load_texts
 from pipeline.models import aliases, integrity
-from pipeline.quantize import plan, verify
+from pipeline.quantize import model_free, plan, verify
 
 ARTIFACT = "artifact"
+PATHS = ("model-free", "oneshot")
 LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "datasets")
 # tiny-llama is a CPU test model: recipes' production calibration budgets (512 × 2048) are
 # capped to this unless given explicitly on the command line.
@@ -39,6 +44,9 @@ class QuantizeStage:
     model_path: Path | None = None
     model_identity: dict = field(default_factory=dict)
     nproc: int = 1  # processes under torchrun; not an input: the artifact is the same one
+    path: str = "oneshot"  # "model-free" or "oneshot"
+    workers: int = 1  # model-free: shards quantized at once; not an input (same artifact)
+    max_memory: int | None = None  # --max-memory; None: what the host has available
     capped: dict = field(default_factory=dict)  # tiny-llama's caps on modifier arguments
     name: str = "quantize"
     folder: str = ARTIFACT
@@ -85,6 +93,9 @@ class QuantizeStage:
         max_seq_length: int | None = None,
         revision: str | None = None,
         nproc: int = 1,
+        path: str | None = None,
+        workers: int = 1,
+        max_memory: int | None = None,
     ) -> "QuantizeStage":
         """Resolve and validate everything from names and configs; no weights, no writes."""
         ref = aliases.resolve(model, revision)
@@ -118,13 +129,48 @@ class QuantizeStage:
             column = "messages" if cal.chat_template else cal.text_column
             check_source(cal.dataset, cal.split, column, "calibration")
         _check_nproc(nproc, rf, cal)
+        path = _choose_path(path, rf, workers)
         capped = {}
         for name, args in rf.modifiers() if ref.source == "tiny" else []:
             if name == "AutoRoundModifier" and args.get("iters", 200) > TINY_AUTOROUND_ITERS:
                 capped = {name: {"iters": TINY_AUTOROUND_ITERS}}
         rundir = RunDir(ref.name, rf.name)
         rundir.check_writable()
-        return cls(ref, config, rf, cal, rundir, nproc=nproc, capped=capped)
+        stage = cls(
+            ref, config, rf, cal, rundir, nproc=nproc, capped=capped, path=path, workers=workers
+        )
+        stage.max_memory = max_memory
+        return stage
+
+    def memory_verdict(self, max_memory: int | None) -> str | None:
+        """Why the planned peak RSS does not fit `max_memory` (default: the memory this host
+        has available now); None when it fits."""
+        import psutil
+
+        if self.recipe.online:
+            return None
+        limit = max_memory or psutil.virtual_memory().available
+        need = self.plan()["memory_bytes"]["cpu_ram_peak_estimate"]
+        if need <= limit:
+            return None
+        gib = 2**30
+        given = "--max-memory" if max_memory else "this host has available"
+        hint = "a GPU host keeps the model in bf16"
+        if self.path == "oneshot" and not model_free.unsupported(self.recipe):
+            other = QuantizeStage(**{**self.__dict__, "path": "model-free"})
+            needs = other.plan()["memory_bytes"]["cpu_ram_peak_estimate"] / gib
+            hint = f"the model-free path needs ~{needs:.1f} GiB (--path model-free)"
+        elif self.path == "model-free" and self.workers > 1:
+            hint = "fewer --workers need less"
+        return (
+            f"quantize {self.ref.name} × {self.recipe.name} ({self.path}) needs ~{need / gib:.1f}"
+            f" GiB of CPU RAM by the plan; {given} {limit / gib:.1f} GiB; {hint}"
+        )
+
+    def check_memory(self, max_memory: int | None) -> None:
+        """Refuse (exit 4) before loading anything a run whose plan does not fit."""
+        if why := self.memory_verdict(max_memory):
+            raise NotOnThisHost(why)
 
     def plan(self) -> dict:
         cal = self.calibration
@@ -135,8 +181,17 @@ class QuantizeStage:
             "max_seq_length": cal.max_seq_length,
         }
         model = {"name": self.ref.name, "id": self.ref.hub_id or self.ref.load_id}
-        built = plan.build(self.recipe, self.config, model, calibration, environment.gpus())
+        gpus = environment.gpus()
+        built = plan.build(self.recipe, self.config, model, calibration, gpus, self._route())
         return built if self.nproc == 1 or "online" in built else built | {"processes": self.nproc}
+
+    def _route(self) -> dict:
+        """How the planner should size this run: path, workers, and the shards it reads."""
+        from pipeline.quantize.artifact import shard_bytes
+
+        folder = self.model_path or self.ref.path
+        shards = shard_bytes(folder) if folder else None
+        return {"path": self.path, "workers": self.workers, "shards": shards}
 
     def load_inputs(self) -> None:
         """Materialize the model (build / download) and the calibration text; no run dir yet."""
@@ -167,6 +222,7 @@ class QuantizeStage:
             "recipe_sha256": self.recipe.section_sha256("quantization", "calibration"),
             "data": data,
             "libraries": environment.library_versions(LIBRARIES),
+            "path": self.path,
         }
         return found | ({"capped": self.capped} if self.capped else {})
 
@@ -174,6 +230,7 @@ class QuantizeStage:
         # llm-compressor's own validation of the modifiers (~10 s of imports), only when the
         # artifact is to be made: a cached run never imports it
         if not self.recipe.online:
+            self.check_memory(self.max_memory)  # before any weight is loaded
             recipe.check_modifiers(self.recipe)
 
     def outputs(self, folder: str) -> dict[str, str]:
@@ -218,12 +275,34 @@ def _online(job: QuantizeStage, out: Path) -> dict:
 
 
 def _quantize(job: QuantizeStage, out: Path) -> dict:
+    import time
+
     from pipeline.quantize.artifact import size_metrics
 
-    steps = progress.bar(total=3, desc=f"quantize {job.ref.name} × {job.recipe.name}", unit="step")
-    with quiet.to_log(job.log, llmcompressor=True):
-        routed = _oneshot(job, out, steps)
-        steps.set_postfix_str("measuring", refresh=False)
+    t0 = time.monotonic()
+    desc = f"quantize {job.ref.name} × {job.recipe.name}"
+    # the pipeline's bars first: libraries' output (and their bars) go to the log below
+    if job.path == "model-free":
+        bars = [progress.bar(total=1, desc=f"{desc} (model-free)", unit="shard")]
+    else:
+        bars = [progress.bar(total=3, desc=desc, unit="step")]
+        if job.texts is not None and job.nproc == 1:  # calibrating: layer by layer
+            bars.append(progress.bar(total=1, desc="  layers", unit="layer"))
+    with quiet.to_log(job.log, llmcompressor=True), quiet.library_output(job.log):
+        if job.path == "model-free":
+            ignore = model_free.derived_ignore(job.model_path, job.recipe)
+            done = model_free.run(job.model_path, out, job.recipe, ignore, job.workers, bars[0])
+            _copy_tokenizer(job.model_path, out)
+            # as oneshot writes it: the recipe that reproduces this artifact
+            (out / "recipe.yaml").write_text(job.recipe.quantization_yaml(job.capped))
+            routed, extra = None, {**done, "ignore": ignore}
+        else:
+            routed = _oneshot(job, out, bars[0], bars[1] if len(bars) > 1 else None)
+            bars[0].update()
+            extra = {}
+        for bar in reversed(bars):
+            bar.close()
+        seconds = time.monotonic() - t0
         metrics = size_metrics(out, job.model_path, job.recipe.scheme())
         if len(job.recipe.schemes()) > 1:  # mixed precision: each Linear at its own bits
             theoretical = plan.artifact_bytes(job.recipe, job.config, scales=False)
@@ -239,33 +318,103 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
         ideal = plan.artifact_bytes(job.recipe, job.config)
         metrics["ideal_bytes"] = ideal
         metrics["ratio_to_ideal"] = round(metrics["tensor_bytes"] / ideal, 4)
-        metrics["reload"] = verify.reload(out, metrics["total_params"])
-    steps.update()
-    steps.close()
+        if job.path == "model-free":  # it sees tensors: check it quantized what oneshot would
+            verify.quantized_as_planned(out, job.recipe, job.config)
+        bits = job.recipe.scheme().weight_bits if job.recipe.scheme() else 16
+        metrics["reload"] = verify.check(out, job.model_path, metrics["total_params"], bits)
+    metrics |= extra
+    metrics["path"] = job.path
     metrics["peak_rss_bytes"] = environment.peak_rss_bytes()
+    planned = job.plan()["memory_bytes"]["cpu_ram_peak_estimate"]
+    metrics["planned_peak_rss_bytes"] = planned
+    metrics["peak_rss_ratio_to_plan"] = round(metrics["peak_rss_bytes"] / planned, 3)
+    metrics["quantize_seconds"] = round(seconds, 2)
+    metrics["params_per_second"] = round(metrics["total_params"] / seconds)
+    metrics["bytes_per_second"] = round(metrics["bf16_bytes"] / seconds)
     metrics["calibration_samples"] = job.texts.description["samples"] if job.texts else 0
     metrics["routing"] = routed
     metrics["processes"] = job.nproc
     return metrics
 
 
-def _oneshot(job: QuantizeStage, out: Path, steps) -> dict | None:
+def _copy_tokenizer(model: Path, out: Path) -> None:
+    """model_free_ptq copies every non-weight file of the checkpoint (configs, tokenizer):
+    nothing to do unless it missed one a tokenizer needs."""
+    import shutil
+
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (model / name).is_file() and not (out / name).is_file():
+            shutil.copy(model / name, out / name)
+
+
+def _oneshot(job: QuantizeStage, out: Path, steps, layers=None) -> dict | None:
     from pipeline.quantize import oneshot
 
     spec = oneshot.Job(
         model_path=str(job.model_path),
-        recipe_yaml=job.recipe.quantization_yaml(job.capped),
+        recipe_yaml=job.recipe.quantization_yaml(_with_routers_ignored(job)),
         calibration=job.calibration.model_dump(),
         texts=job.texts.texts if job.texts else None,
         samples=job.texts.description["samples"] if job.texts else 0,
         saved_dtype=str(_checkpoint_dtype(job.config)).removeprefix("torch."),
     )
     if job.nproc == 1:
-        return oneshot.run(spec, out, steps)
+        return oneshot.run(spec, out, steps, layers=layers)
     steps.set_postfix_str(f"{job.nproc} processes (torchrun)", refresh=False)
     oneshot.run_distributed(spec, out, job.nproc, job.log)
     steps.update(2)
     return None  # routing is tracked in one process only
+
+
+def _with_routers_ignored(job: QuantizeStage) -> dict:
+    """Modifier overrides: tiny-llama's caps, and every MoE router in `ignore`. llm-compressor
+    ignores Qwen3-MoE's `mlp.gate` itself but quantizes Qwen2-MoE's `shared_expert_gate` (a
+    Linear of one output), which vLLM builds unquantized: kept 16-bit like every router, as
+    the planner and the model-free path keep them."""
+    from pipeline.models import architecture
+
+    found = {name: dict(args) for name, args in job.capped.items()}
+    routers = sorted(
+        {
+            f"re:.*{lin.name}$"
+            for lin in architecture.linears(job.config)
+            if architecture.is_router(lin)
+        }
+    )
+    if not routers:
+        return found
+    for name, args in job.recipe.modifiers():
+        if {"scheme", "config_groups", "ignore"} & set(args):  # the modifiers that quantize
+            ignore = (
+                [args["ignore"]]
+                if isinstance(args.get("ignore"), str)
+                else list(args.get("ignore") or [])
+            )
+            found[name] = {
+                **found.get(name, {}),
+                "ignore": ignore + [r for r in routers if r not in ignore],
+            }
+    return found
+
+
+def _choose_path(path: str | None, rf: recipe.RecipeFile, workers: int) -> str:
+    """model-free for a data-free recipe unless --path says otherwise; oneshot for the rest."""
+    why_not = model_free.unsupported(rf)
+    if workers < 1:
+        raise UserError(f"--workers {workers}: at least 1")
+    if rf.online:
+        if path is not None or workers != 1:
+            raise UserError(f"recipe {rf.name} is online (vLLM quantizes as it loads): no --path")
+        return "oneshot"
+    if path is None:
+        path = "oneshot" if why_not else "model-free"
+    if path not in PATHS:
+        raise UserError(f"--path {path!r}: valid: {', '.join(PATHS)}")
+    if path == "model-free" and why_not:
+        raise UserError(f"--path model-free: recipe {rf.name} cannot take it: {why_not}")
+    if workers != 1 and path != "model-free":
+        raise UserError(f"--workers {workers}: applies to the model-free path (shards at once)")
+    return path
 
 
 def _check_nproc(nproc: int, rf: recipe.RecipeFile, cal: recipe.Calibration) -> None:

@@ -45,6 +45,7 @@ class ServeStage(AfterQuantize):
     quantize: QuantizeStage
     settings: ServeSettings
     port: int | None = None
+    original_tp: int | None = None  # sized per side on GPU hosts (pipeline/sizing.py)
     name: str = "serve"
     folder: str = "serve"
 
@@ -60,6 +61,7 @@ class ServeStage(AfterQuantize):
         base = q.recipe.spec.serve.model_dump()
         settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
         check_fit(settings, q.config)
+        settings, original_tp = _sized(q, settings, overrides or {})
         serving_env.require_online(q.recipe, "serve")
         for scheme, _ in q.recipe.schemes():  # a mixed-precision recipe: each of its schemes
             serving_env.require_scheme(scheme, "serve")
@@ -71,12 +73,15 @@ class ServeStage(AfterQuantize):
             raise UserError(
                 f"port {port} on {server.HOST} is already in use; pick another (--port)"
             )
-        return cls(quantize=q, settings=settings, port=port)
+        return cls(quantize=q, settings=settings, port=port, original_tp=original_tp)
 
     def original_settings(self) -> ServeSettings:
         """The original as it is served without the pipeline: its own 16-bit KV cache (an FP8
         KV cache is part of what a recipe buys, so it is compared against the original's)."""
-        return self.settings.model_copy(update={"kv_cache_dtype": "auto"})
+        update = {"kv_cache_dtype": "auto"}
+        if self.original_tp:  # the original may need more GPUs than the artifact
+            update["tensor_parallel_size"] = self.original_tp
+        return self.settings.model_copy(update=update)
 
     def original_key(self) -> str:
         # how many repeats, and whether paired, do not change what the reference is
@@ -223,6 +228,30 @@ def _host_inputs() -> dict:
         "cpu_count": host["cpu_count"],
         "gpus": host["gpus"],
     }
+
+
+def _sized(q: QuantizeStage, settings: ServeSettings, overrides: dict):
+    """On a GPU host, unless the recipe or the command line sets tensor_parallel_size: each
+    side's from the planner, for the sweep's largest concurrency × (input + output) tokens.
+    Returns (settings with the artifact's TP, the original's TP or None)."""
+    from pipeline import sizing
+    from pipeline.models import architecture
+    from pipeline.quantize.plan import artifact_bytes
+
+    gpus = environment.gpus()
+    given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set
+    if not gpus or given or "tensor_parallel_size" in overrides:
+        return settings, None
+    users, context = max(settings.concurrency), settings.input_len + settings.output_len
+    kv = settings.kv_cache_dtype
+    mine = sizing.engine(
+        q.config, artifact_bytes(q.recipe, q.config), gpus, users, context, q.recipe.name, kv
+    )
+    original = sizing.engine(
+        q.config, architecture.total_params(q.config) * 2, gpus, users, context, "original"
+    )
+    update = {"tensor_parallel_size": mine.tensor_parallel_size}
+    return settings.model_copy(update=update), original.tensor_parallel_size
 
 
 def check_fit(settings: ServeSettings, config: dict) -> None:

@@ -1,9 +1,11 @@
 """Next-token log-probs of fixed token windows, from vLLM (prompt_logprobs). Serving env only.
 
     .venv-serve/bin/python prompt_logprobs.py MODEL_DIR WINDOWS.npy OUT_DIR TOP BATCH KV_DTYPE \
-        QUANTIZATION
+        QUANTIZATION ENGINE_JSON
 
 QUANTIZATION: "none", or an online method vLLM applies as it loads the weights ("fp8").
+ENGINE_JSON: tensor_parallel_size, gpu_memory_utilization, max_num_seqs, enforce_eager, as the
+pipeline's planner sized them (pipeline/sizing.py).
 
 TOP = -1 asks for the whole vocabulary (exact; fine for small vocabularies), else the TOP most
 likely tokens per position plus the actual next token. Windows go through vLLM BATCH at a time,
@@ -12,6 +14,7 @@ each batch written as OUT_DIR/batch-NNNNN.npz (renamed into place when complete)
 - else `ids` and `logprobs`, [windows, positions, TOP + 1], column 0 the actual next token.
 """
 
+import json
 import os
 import sys
 
@@ -24,6 +27,7 @@ def main() -> None:
     model, windows_path, out_dir = sys.argv[1], sys.argv[2], sys.argv[3]
     top, batch, kv_cache_dtype = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
     quantization = None if sys.argv[7] == "none" else sys.argv[7]
+    engine = json.loads(sys.argv[8])
     windows = np.load(windows_path)
     _keep_arrays()
     llm = LLM(
@@ -33,8 +37,8 @@ def main() -> None:
         quantization=quantization,
         max_model_len=windows.shape[1] + 1,
         max_logprobs=top,
-        enforce_eager=True,  # numerics match the compiled path; skips minutes of CPU compilation
         seed=0,
+        **engine,  # on CPU eager: numerics match the compiled path; skips minutes of compiling
     )
     params = SamplingParams(max_tokens=1, temperature=0, prompt_logprobs=top, detokenize=False)
     for b, first in enumerate(range(0, len(windows), batch)):

@@ -24,16 +24,20 @@ def session_runs(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def quantized(session_runs, tiny_model):
-    """quantized(recipe) → the run dir, quantizing on first use (once per session)."""
+    """quantized(recipe) → the run dir, quantizing on first use (once per session);
+    quantized.printed[recipe]: what that run printed (stdout, then stderr)."""
     done: dict[str, Path] = {}
+    printed: dict[str, str] = {}
 
     def get(recipe: str) -> Path:
         if recipe not in done:
             result = cli("quantize", "--recipe", recipe, runs=session_runs)
             assert result.returncode == 0, result.stderr[-3000:]
             done[recipe] = session_runs / "tiny-llama" / recipe
+            printed[recipe] = result.stdout + result.stderr
         return done[recipe]
 
+    get.printed = printed
     return get
 
 

@@ -8,6 +8,7 @@ that for the top TOP_LOGPROBS (the reference's default reference_max_k), and the
 share the remaining mass evenly.
 """
 
+import json
 import math
 import tempfile
 import time
@@ -18,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline import serving_env
-from pipeline.core import procs
+from pipeline import serving_env, sizing
+from pipeline.core import environment, procs
 from pipeline.core.paths import VLLM_SCRIPTS
 from pipeline.serving_env import SERVE_PYTHON
 
@@ -36,11 +37,24 @@ class Handle:
     vocab_size: int
     kv_cache_dtype: str = "auto"
     quantization: str | None = None  # online quantization at load (`--quantization fp8`)
+    engine: sizing.Engine | None = None  # sized when the windows' length is known
+
+
+def engine_for(
+    model_dir: Path, context: int, gpus: list[str], users: int = BATCH_WINDOWS
+) -> sizing.Engine:
+    """This model's engine for `users` sequences of `context` tokens on `gpus`: the original
+    may need more GPUs than the artifact (its weights, from the safetensors headers)."""
+    import json
+
+    from pipeline.quantize.artifact import tensor_bytes
+
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    weights = tensor_bytes(Path(model_dir))
+    return sizing.engine(config, weights, gpus, users, context, Path(model_dir).name)
 
 
 def load(model_dir: Path, kv_cache_dtype: str = "auto", quantization: str | None = None) -> Handle:
-    import json
-
     serving_env.require("eval backend vllm")
     config = json.loads((Path(model_dir) / "config.json").read_text())
     return Handle(Path(model_dir), int(config["vocab_size"]), kv_cache_dtype, quantization)
@@ -50,6 +64,7 @@ def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
     """Per window, as vLLM finishes each batch: [context − 1, vocab] log-probs."""
     top = -1 if handle.vocab_size <= FULL_VOCAB_LIMIT else TOP_LOGPROBS
     batches = math.ceil(len(windows) / BATCH_WINDOWS)
+    handle.engine = engine_for(handle.model_dir, windows.shape[1] + 1, environment.gpus())
     with tempfile.TemporaryDirectory() as tmp:
         np.save(f"{tmp}/windows.npy", windows.numpy())
         cmd = [
@@ -62,6 +77,7 @@ def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
             str(BATCH_WINDOWS),
             handle.kv_cache_dtype,
             handle.quantization or "none",
+            json.dumps(handle.engine.vllm_kwargs()),
         ]
         log = Path(tmp) / "vllm.log"
         with procs.group(cmd, log, serving_env.offline_env()) as proc:
@@ -100,4 +116,6 @@ def _filled(ids: torch.Tensor, values: torch.Tensor, vocab: int) -> torch.Tensor
 
 def describe(handle: Handle) -> dict:
     dtype = f"bfloat16, online {handle.quantization}" if handle.quantization else "bfloat16"
-    return {"backend": NAME, "dtype": dtype, "kv_cache": f"{handle.kv_cache_dtype} (vLLM)"}
+    engine = handle.engine.describe() if handle.engine else None
+    kv = f"{handle.kv_cache_dtype} (vLLM)"
+    return {"backend": NAME, "dtype": dtype, "kv_cache": kv, "engine": engine}

@@ -16,6 +16,7 @@ from pipeline.models.zoo import FAMILIES, shrunk_config
 from pipeline.quantize.artifact import tensors
 from pipeline.quantize.plan import artifact_bytes
 from tests.conftest import REPO, cli
+from tests.e2e.quantize.same_tensors import differences
 
 pytestmark = pytest.mark.slow
 MOE = {"mixtral-8x7b", "qwen3-30b-a3b", "qwen1.5-moe-a2.7b", "deepseek-v2-lite"}
@@ -76,6 +77,21 @@ def test_zoo_quantizes_reloads_and_matches_the_plan(zoo, zoo_runs, short_eval, a
         rf = recipe.load(name)
         built = sum(t.nbytes for t in tensors(Path(stage["paths"]["artifact"])).values())
         assert artifact_bytes(rf, config) == pytest.approx(built, rel=0.01), name
+
+
+@pytest.mark.parametrize("alias", FAMILIES)
+def test_zoo_model_free_fp8_gives_oneshots_tensors(zoo, zoo_runs, short_eval, alias, tmp_path,
+                                                   monkeypatch):  # fmt: skip
+    """fp8 took the model-free path above (the default for a data-free recipe): the same
+    tensors as oneshot, MoE experts and routers included, under the same names."""
+    from tests.e2e.quantize.test_model_free import oneshot_artifact, same_quantization_config
+
+    run = zoo_runs / zoo[alias].name / "fp8"
+    q = json.loads((run / "manifest.json").read_text())["stages"]["quantize"]
+    assert q["metrics"]["path"] == "model-free"
+    oneshot = oneshot_artifact(str(zoo[alias]), short_eval, tmp_path, monkeypatch)
+    assert differences(run / "artifact", oneshot) == []
+    same_quantization_config(run / "artifact", oneshot)
 
 
 @pytest.mark.parametrize("alias", FAMILIES)
@@ -143,11 +159,13 @@ def test_zoo_serves_where_the_host_can_else_refuses_before_anything(
     args = ["--model", str(zoo[alias]), "--recipe", given, *SMALL_BENCH, "--json"]
     result = cli("serve", *args, runs=tmp_path)
     assert "Traceback" not in result.stderr
-    if serving_env.capabilities()[needed] is False:
+    caps = serving_env.capabilities()
+    if caps[needed] is False:
         assert result.returncode == 4, result.stderr[-3000:]
-        assert f"{scheme.label} mixture-of-experts model (no {scheme.label} MoE kernel" in (
-            result.stderr
-        )
+        moe = f"{scheme.label} mixture-of-experts model (no {scheme.label} MoE kernel"
+        # an AVX2 host has no W4A16 kernel at all: that refusal comes first
+        dense = caps.get("w4a16") is False and "cannot serve W4A16" in result.stderr
+        assert moe in result.stderr or dense, result.stderr[-3000:]
         assert not (tmp_path / alias / "original").exists()  # nothing was served
         return
     assert result.returncode == 0, result.stderr[-3000:]

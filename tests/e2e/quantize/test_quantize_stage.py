@@ -32,12 +32,12 @@ EXPECTED = {
     "nvfp4a16": {
         "weight_packed": ("U8", (256, 384)),
         "weight_scale": ("F8_E4M3", (256, 48)),
-        "weight_global_scale": ("BF16", (1,)),
+        "weight_global_scale": ("F32", (1,)),
     },
     "nvfp4": {
         "weight_packed": ("U8", (256, 384)),
         "weight_scale": ("F8_E4M3", (256, 48)),
-        "input_global_scale": ("BF16", (1,)),
+        "input_global_scale": ("F32", (1,)),
     },
     "mxfp4": {"weight_packed": ("U8", (256, 384)), "weight_scale": ("U8", (256, 24))},
     "awq": {

@@ -62,14 +62,14 @@ def test_scale_geometry_of_each_preset():
 
 def test_nvfp4_ideal_is_four_bits_plus_an_fp8_scale_per_16_plus_global_scales(tmp_path):
     """The issue's known answer: params × (4 bits + one 8-bit scale per 16) / 8 + global scales
-    (one per Linear for the weights, one more for NVFP4's activations; 16-bit as stored)."""
+    (one per Linear for the weights, one more for NVFP4's activations; float32 as stored)."""
     from pipeline.core.paths import RECIPES_DIR
     from pipeline.models.tiny.spec import CONFIG
 
     linear = 4 * (2 * 256 * 256 + 2 * 128 * 256 + 3 * 768 * 256)
     rest = 2 * 4096 * 256 + 256 * (2 * 4 + 1)
     for name, globals_per_linear in (("nvfp4a16", 1), ("nvfp4", 2)):
-        expected = linear * (4 + 8 / 16) / 8 + 28 * globals_per_linear * 2 + rest * 2
+        expected = linear * (4 + 8 / 16) / 8 + 28 * globals_per_linear * 4 + rest * 2
         got = plan.artifact_bytes(recipe.load(str(RECIPES_DIR / f"{name}.yaml")), CONFIG)
         assert got == int(expected), name
     mx = plan.artifact_bytes(recipe.load(str(RECIPES_DIR / "mxfp4.yaml")), CONFIG)

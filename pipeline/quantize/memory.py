@@ -1,0 +1,79 @@
+"""Peak CPU RAM of a quantize run (peak RSS of the whole process), from the config alone.
+
+Each term is what the process holds at its peak; the figures were measured on Llama-3-8B's
+layer shapes and vocabulary (`benchmarks/quantize_memory.py`, README "Quantizing at real size"):
+
+  runtime          the Python process with torch, transformers and llm-compressor imported
+  model-free       + workers × the largest shard × SHARD_FACTOR: the shard's tensors as read,
+                   their quantized copies until the shard is written, and the float32 working
+                   copy of the tensor being quantized
+  oneshot          + params × 2: the model in CPU RAM in the checkpoint's bf16 (on a GPU host
+                   one layer at a time goes to the GPU); save_pretrained compresses it in place
+  … calibrating    the model in float32 instead (params × 4: torch's bf16 matmuls are ~7x
+    on a CPU       slower on CPU), + the artifact's size: cast back to bf16 and compressed at
+                   save, those are new tensors while the float32 ones are still held
+  calibrating      + the cached inputs of every decoder layer boundary llm-compressor keeps on
+                   the CPU: samples × seq × hidden × dtype bytes, twice (a layer's inputs and
+                   its outputs while it propagates), + on CPU the layer's GPTQ Hessians
+                   (Σ in_features² × 4) and its activations for one sample
+
+The model-free figure does not grow with the model: a 70B checkpoint in 5 GB shards needs what
+a 8B one in 5 GB shards does.
+"""
+
+from pipeline.models import architecture
+
+GIB = 2**30
+# measured (2026-12-01, CPU host): a tiny model's whole quantize process peaks at 0.60 GiB; at
+# Llama-3-8B's shapes (2 layers, 1.49B params) model-free fp8 peaks at 2.12 GiB with a
+# 0.98 GiB largest shard (0.60 + 1.55 × 0.98); 1 layer: oneshot fp8 3.13 GiB (0.60 + 2.37
+# bf16 + 0.16), GPTQ (16 × 256 tokens) 8.23 GiB (plan 8.71: 0.60 + 4.73 float32 + 1.09 Hessians
+# + 0.13 cached + 0.06 activations + 2.06 save; the solve frees some as it goes)
+RUNTIME = int(0.6 * GIB)
+SHARD_FACTOR = 1.55
+HUB_SHARD = 5 * 10**9  # hub checkpoints' usual shard size, where the shards are not on disk
+
+
+def peak_cpu_bytes(
+    params: int,
+    artifact: int,
+    route: dict,
+    on_gpu: bool,
+    calibration: dict,
+) -> dict:
+    """{"total": bytes, "terms": {name: bytes}, "assumed": [what was not known]}."""
+    terms, assumed = {"runtime": RUNTIME}, []
+    if route.get("path") == "model-free":
+        shards = route.get("shards")
+        largest = shards[0] if shards else min(HUB_SHARD, params * 2)
+        if not shards and params * 2 > HUB_SHARD:
+            assumed.append(f"shards of {HUB_SHARD / 1e9:.0f} GB, as on the hub")
+        terms["shards in flight"] = int(route.get("workers", 1) * largest * SHARD_FACTOR)
+    else:
+        upcast = bool(calibration) and not on_gpu  # calibrating on a CPU: float32 matmuls
+        terms["model (float32)" if upcast else "model (bf16)"] = params * (4 if upcast else 2)
+        if upcast:  # cast back to bf16 and compressed at save: new tensors, not in place
+            terms["cast back and compressed (save)"] = artifact
+        terms |= calibration
+    return {"total": sum(terms.values()), "terms": terms, "assumed": assumed}
+
+
+def calibration_bytes(config: dict, samples: int, seq: int, gptq: bool, on_gpu: bool) -> dict:
+    """The calibrating terms of `peak_cpu_bytes` (empty for a data-free recipe)."""
+    if not samples:
+        return {}
+    hidden = config["hidden_size"]
+    width = 2 if on_gpu else 4
+    found = {"cached layer inputs and outputs": 2 * samples * seq * hidden * width}
+    if not on_gpu:
+        layer = [
+            (lin, architecture.per_layer(lin, config))
+            for lin in architecture.linears(config)
+            if lin.name != "lm_head"
+        ]
+        if gptq:
+            found["GPTQ Hessians of one layer"] = sum(
+                lin.in_features**2 * 4 * n for lin, n in layer
+            )
+        found["one sample's activations"] = seq * max(hidden, config["intermediate_size"]) * 4 * 4
+    return found

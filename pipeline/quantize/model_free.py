@@ -1,0 +1,181 @@
+"""The model-free path: llm-compressor's `model_free_ptq`, one safetensors shard at a time.
+
+A data-free recipe (weights only, or dynamic activations: nothing to calibrate) needs no model
+in memory: every Linear's weight is quantized from the weight alone. `model_free_ptq` reads a
+shard, quantizes its tensors and writes the shard, so memory follows the largest shard instead
+of the model (Llama-3-8B's shapes: 2.1 GiB against 13.6 GiB for `oneshot` on CPU), on every GPU
+there is, and for architectures transformers does not know yet.
+
+It sees tensors, not modules: every 2-D `weight` that is not a norm and not ignored gets
+quantized (3-D fused MoE experts are split per expert first). So the ignore list is derived here
+from the architecture, built on the meta device: every module with a 2-D weight that oneshot
+would leave alone (embeddings, MoE routers, the recipe's own ignores). The stage then checks the
+written artifact against the planner's list of quantized Linears.
+"""
+
+import re
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from pipeline.config.recipe import RecipeFile
+from pipeline.quantize import plan
+
+_EXPERT = re.compile(r"\.experts\.\d+\.")
+# Mixtral checkpoints name each expert's Linears w1 / w3 / w2; llm-compressor 0.14's oneshot
+# writes them as gate_proj / up_proj / down_proj (its save mapping), which vLLM reads too
+_ONESHOT_NAMES = {"mixtral": (re.compile(r"(\.experts\.\d+\.)w([123])\."), "gate down up".split())}
+
+
+def unsupported(recipe: RecipeFile) -> str | None:
+    """Why `recipe` cannot take the model-free path (None: it can)."""
+    if recipe.online:
+        return "an online recipe makes no artifact"
+    if plan.needs_calibration(recipe):
+        return "it calibrates on data (model-free PTQ cannot calibrate activations)"
+    modifiers = recipe.modifiers()
+    names = [name for name, _ in modifiers]
+    if names != ["QuantizationModifier"]:
+        return f"its modifiers ({', '.join(names)}) are not one data-free QuantizationModifier"
+    args = modifiers[0][1]
+    if not isinstance(args.get("scheme"), str):
+        return "it sets config_groups, not one preset scheme"
+    extra = sorted(set(args) - {"targets", "ignore", "scheme"})
+    if extra:
+        return f"it sets {', '.join(extra)}"
+    if list(args.get("targets") or ["Linear"]) != ["Linear"]:
+        return "its targets are not [Linear]"
+    return None
+
+
+def derived_ignore(model_path: Path, recipe: RecipeFile) -> list[str]:
+    """Checkpoint modules with a 2-D weight that oneshot leaves in 16 bits, by exact name (the
+    recipe's own patterns first): found on a meta-device model of the architecture."""
+    from pipeline.quantize.artifact import tensors
+
+    linears, others = _meta_modules(model_path)
+    ignore = recipe.ignored()
+    names = set()
+    for name, info in tensors(model_path).items():
+        module, _, param = name.rpartition(".")
+        if param != "weight" or len(info.shape) != 2 or module.endswith("norm"):
+            continue
+        if plan._ignored(module, ignore) or _is_router(module):
+            names.add(module)
+        elif module in linears or _EXPERT.search(module):
+            continue  # a Linear, or one expert of a linearized MoE: quantized by oneshot too
+        elif module in others:
+            names.add(module)  # embeddings and other non-Linear 2-D weights
+        else:
+            names.add(module)  # unknown to this transformers: not a Linear oneshot would see
+    extra = [n for n in sorted(names) if not plan._ignored(n, ignore)]
+    return [*ignore, *extra]
+
+
+def _is_router(module: str) -> bool:
+    """MoE routers stay 16-bit (llm-compressor ignores them itself; vLLM runs them in 16 bits):
+    the planner's rule."""
+    from pipeline.models.architecture import Linear, is_router
+
+    return is_router(Linear(module, 0, 0, 0))
+
+
+def _meta_modules(model_path: Path) -> tuple[set[str], set[str]]:
+    """(Linear module names, other modules with a 2-D weight) of the architecture, built on
+    the meta device: no weights read, seconds even for 70B."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(model_path)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    linears, others = set(), set()
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if isinstance(module, torch.nn.Linear):
+            linears.add(name)
+        elif isinstance(weight, torch.Tensor) and weight.ndim == 2:
+            others.add(name)
+    return linears, others
+
+
+def run(
+    model_path: Path, out: Path, recipe: RecipeFile, ignore: list[str], workers: int, bar
+) -> dict:
+    """Quantize `model_path` into `out` shard by shard; `bar` counts shards."""
+    import torch
+    from llmcompressor import model_free_ptq
+
+    shards = sorted(model_path.glob("*.safetensors"))
+    bar.reset(total=len(shards))
+    t0 = time.monotonic()
+    with _counting_shards(bar):
+        model_free_ptq(
+            str(model_path),
+            str(out),
+            scheme=recipe.scheme().name,
+            ignore=ignore,
+            max_workers=workers,
+            device=None if torch.accelerator.is_available() else "cpu",
+            converter=_renamer(model_path),
+        )
+    return {"shards": len(shards), "quantize_seconds": round(time.monotonic() - t0, 2)}
+
+
+@contextmanager
+def _counting_shards(bar):
+    """Tick `bar` as each shard is written (llm-compressor 0.14 calls its module-level
+    `_process_shard` once per shard, from worker threads)."""
+    from llmcompressor.entrypoints import model_free
+
+    original = model_free._process_shard
+
+    def counted(*args, **kwargs):
+        result = original(*args, **kwargs)
+        size = sum(p.stat().st_size for p in [Path(args[1])] if p.exists())
+        bar.set_postfix_str(f"{Path(args[1]).name} {size / 2**30:.2f} GiB", refresh=False)
+        bar.update()
+        return result
+
+    model_free._process_shard = counted
+    try:
+        yield
+    finally:
+        model_free._process_shard = original
+
+
+def _renamer(model_path: Path):
+    """A converter giving tensors oneshot's names, chained before the quantizer (None: the
+    checkpoint's names are oneshot's already)."""
+    import json
+
+    model_type = json.loads((model_path / "config.json").read_text()).get("model_type")
+    if model_type not in _ONESHOT_NAMES:
+        return None
+    pattern, names = _ONESHOT_NAMES[model_type]
+    return _Renamer(pattern, names)
+
+
+class _Renamer:
+    """compressed-tensors' Converter protocol: renames only (no dependencies, no config)."""
+
+    def __init__(self, pattern: re.Pattern, names: list[str]):
+        self.pattern, self.names = pattern, names
+
+    def _name(self, name: str) -> str:
+        return self.pattern.sub(lambda m: f"{m[1]}{self.names[int(m[2]) - 1]}_proj.", name)
+
+    def process(self, tensors: dict) -> dict:
+        return {self._name(k): v for k, v in tensors.items()}
+
+    def validate(self, tensors: dict) -> dict:
+        return self.process(tensors)
+
+    def get_dependencies(self, weight_name: str) -> set[str]:
+        return set()
+
+    def update_config(self, config):
+        return config
+
+    def update_model_config(self, model_config: dict) -> dict:
+        return model_config

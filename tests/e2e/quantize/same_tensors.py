@@ -1,0 +1,28 @@
+"""Are two artifacts the same tensors? Bit for bit, name by name."""
+
+from pathlib import Path
+
+
+def load(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    found = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        found |= load_file(path)
+    return found
+
+
+def differences(a: Path, b: Path) -> list[str]:
+    """What differs between the artifacts' tensors (empty: bit-identical)."""
+    import torch
+
+    left, right = load(a), load(b)
+    found = [f"only in {a}: {n}" for n in sorted(set(left) - set(right))]
+    found += [f"only in {b}: {n}" for n in sorted(set(right) - set(left))]
+    for name in sorted(set(left) & set(right)):
+        x, y = left[name], right[name]
+        if x.dtype != y.dtype or x.shape != y.shape:
+            found.append(f"{name}: {x.dtype}{tuple(x.shape)} vs {y.dtype}{tuple(y.shape)}")
+        elif not torch.equal(x.reshape(-1).view(torch.uint8), y.reshape(-1).view(torch.uint8)):
+            found.append(f"{name}: values differ")
+    return found

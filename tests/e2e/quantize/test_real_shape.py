@@ -1,0 +1,83 @@
+"""At a real model's shapes (Llama-3-8B's layers and vocabulary, one decoder layer, 1 GB
+shards; pipeline/models/realshape.py, built once per checkout): the model-free path's memory
+follows the largest shard, the planner is within 25% of the measured peak RSS on both fp8
+paths, both give the same tensors, and a host too small for the plan is refused before loading.
+GPTQ at this shape takes ~10 minutes a layer on 2 cores: its plan is checked by
+benchmarks/quantize_memory.py, not here."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli
+from tests.e2e.quantize.same_tensors import differences
+
+pytestmark = pytest.mark.slow
+GIB = 2**30
+
+
+@pytest.fixture(scope="module")
+def real_shape() -> Path:
+    from pipeline.models.realshape import ensure
+
+    return ensure("llama3-8b", layers=1)
+
+
+@pytest.fixture(scope="module")
+def fp8_runs(real_shape, tmp_path_factory) -> dict:
+    """fp8 on each path: {path: (metrics, artifact folder)}."""
+    found = {}
+    for path in ("model-free", "oneshot"):
+        runs = tmp_path_factory.mktemp(path)
+        result = cli("quantize", "--model", str(real_shape), "--recipe", "fp8", "--path", path,
+                     "--json", runs=runs)  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        (stage,) = json.loads(result.stdout)["stages"]
+        found[path] = (stage["metrics"], Path(stage["paths"]["artifact"]))
+    return found
+
+
+def test_model_free_memory_follows_the_largest_shard(real_shape, fp8_runs):
+    metrics, _ = fp8_runs["model-free"]
+    largest = max(p.stat().st_size for p in real_shape.glob("*.safetensors"))
+    assert largest > 10**9  # the embedding alone fills a 1 GB shard
+    assert metrics["peak_rss_bytes"] <= 2 * largest + GIB, metrics["peak_rss_bytes"] / GIB
+    # the check read headers and dequantized rows: no second copy of the model
+    assert metrics["reload"]["spot_checked"] == metrics["quantized_modules"] == 7
+    assert metrics["reload"]["worst_row_error"] < 0.05
+
+
+@pytest.mark.parametrize("path", ["model-free", "oneshot"])
+def test_the_plan_is_within_25_percent_of_the_measured_peak(fp8_runs, path):
+    metrics, _ = fp8_runs[path]
+    assert metrics["path"] == path
+    assert 0.75 <= metrics["peak_rss_ratio_to_plan"] <= 1.25, (
+        metrics["peak_rss_bytes"] / GIB,
+        metrics["planned_peak_rss_bytes"] / GIB,
+    )
+    ratio = metrics["peak_rss_bytes"] / metrics["planned_peak_rss_bytes"]
+    assert metrics["peak_rss_ratio_to_plan"] == pytest.approx(ratio, abs=1e-3)
+
+
+def test_both_paths_write_the_same_tensors(fp8_runs):
+    assert differences(fp8_runs["model-free"][1], fp8_runs["oneshot"][1]) == []
+
+
+def test_model_free_holds_a_shard_where_oneshot_holds_the_model(fp8_runs):
+    model_free, oneshot = fp8_runs["model-free"][0], fp8_runs["oneshot"][0]
+    assert oneshot["peak_rss_bytes"] > oneshot["bf16_bytes"]  # the whole model, in bf16
+    assert model_free["peak_rss_bytes"] < oneshot["peak_rss_bytes"]
+
+
+def test_a_host_too_small_for_the_plan_is_refused_before_loading(real_shape, tmp_path):
+    result = cli("quantize", "--model", str(real_shape), "--recipe", "fp8", "--path", "oneshot",
+                 "--max-memory", "2600MiB", runs=tmp_path)  # fmt: skip
+    assert result.returncode == 4, result.stderr[-2000:]
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert "(oneshot) needs ~" in line and "--max-memory 2.5 GiB" in line
+    assert "--path model-free" in line  # what would fit
+    assert not list(tmp_path.iterdir())
+    dry = cli("quantize", "--model", str(real_shape), "--recipe", "fp8", "--path", "oneshot",
+              "--max-memory", "2600MiB", "--dry-run", runs=tmp_path)  # fmt: skip
+    assert dry.returncode == 0 and "would refuse (exit 4)" in dry.stdout
