@@ -111,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--backend", choices=["hf", "vllm"], help="default: the recipe's eval.backend")
     e.add_argument("--force", action="store_true", help="redo the evaluation even if cached")
     e.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    _dry_run_arg(e)
 
     sv = command("serve", cmd_serve, "vLLM memory and throughput vs the original")
     _model_args(sv)
@@ -118,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=flags.port, help="server port (default: a free one)")
     sv.add_argument("--force", action="store_true", help="re-measure even if cached")
     sv.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    _dry_run_arg(sv)
 
     rn = command("run", cmd_run, "quantize → eval → serve, reusing what is cached")
     _model_args(rn)
@@ -130,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     flags.add(rn, ServeSettings)
     rn.add_argument("--port", type=flags.port, help="server port (default: a free one)")
+    _dry_run_arg(rn)
     rn.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     se = command("search", cmd_search, "mixed precision per layer group within a bits budget")
@@ -246,6 +249,26 @@ def cmd_models(args) -> Outcome:
     return _ok("models")
 
 
+def _dry_run_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the chain's plan (where, memory, disk, time per stage); load nothing",
+    )
+
+
+def _chain_plan(args, q, stages: tuple[str, ...], command: str) -> Outcome:
+    """`--dry-run` on eval / serve / run: the plan; exit 4 when this host cannot do it."""
+    from pipeline import chain_plan
+    from pipeline.core.errors import NotOnThisHost
+
+    plan = chain_plan.build(q, stages, getattr(args, "backend", None))
+    print(json.dumps(plan, indent=2) if args.json else chain_plan.render(plan))
+    if plan["refusals"]:
+        raise NotOnThisHost(plan["refusals"][0])
+    return _ok(command, model=q.ref.name, recipe=q.recipe.name)
+
+
 def _path_args(p: argparse.ArgumentParser) -> None:
     from pipeline.cli import flags
 
@@ -307,11 +330,15 @@ def cmd_quantize(args) -> Outcome:
 
 def cmd_eval(args) -> Outcome:
     force = {"eval"} if args.force else set()
+    if args.dry_run:
+        return _chain_plan(args, _quantize_stage(args), ("eval",), "eval")
     return _flow(args, _quantize_stage(args), ("eval",), backend=args.backend, force=force)
 
 
 def cmd_serve(args) -> Outcome:
     force = {"serve"} if args.force else set()
+    if args.dry_run:
+        return _chain_plan(args, _quantize_stage(args), ("serve",), "serve")
     return _flow(args, _quantize_stage(args), ("serve",), force=force)
 
 
@@ -333,7 +360,16 @@ def cmd_run(args) -> Outcome:
     unknown = [s for s in stages if s not in flow.STAGES]
     if unknown:
         raise UserError(f"--stages: unknown stage {unknown[0]!r} (valid: eval, serve)")
-    outcome = _flow(args, _quantize_stage(args), stages, backend=args.backend)
+    q = _quantize_stage(args)
+    if args.dry_run:
+        return _chain_plan(args, q, stages, "run")
+    if not args.skip_unsupported:  # not hours in: what this host cannot do, refused first
+        from pipeline import chain_plan
+        from pipeline.core.errors import NotOnThisHost
+
+        if refusals := chain_plan.build(q, stages, args.backend)["refusals"]:
+            raise NotOnThisHost(f"{refusals[0]} (--dry-run shows the whole plan)")
+    outcome = _flow(args, q, stages, backend=args.backend)
     _print_run_table(outcome)
     return outcome
 

@@ -289,6 +289,8 @@ def shipped() -> list[str]:
 
 
 def resolve_path(name_or_path: str) -> Path:
+    if not name_or_path.strip():  # e.g. RECIPE="$UNSET" in a script: never a silent default
+        raise UserError(f"no recipe given (empty); valid: {', '.join(shipped())}, or a .yaml")
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml"):
         if not is_file(candidate):

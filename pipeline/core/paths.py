@@ -22,3 +22,11 @@ def generated_recipes() -> Path:
 
 def cache_root() -> Path:
     return Path(os.environ.get("PIPELINE_CACHE") or Path.cwd() / ".cache").resolve()
+
+
+def hub_cache() -> Path:
+    """Where huggingface_hub downloads models: $HF_HUB_CACHE, $HF_HOME/hub, or its default."""
+    if found := os.environ.get("HF_HUB_CACHE"):
+        return Path(found).expanduser().resolve()
+    home = os.environ.get("HF_HOME") or Path("~/.cache/huggingface").expanduser()
+    return (Path(home).expanduser() / "hub").resolve()

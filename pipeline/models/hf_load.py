@@ -33,7 +33,10 @@ def from_pretrained(model_dir: Path, dtype, **kwargs):
 
     fp4 = dtype is torch.float32 and fp4_weights(model_dir)
     if not fp4:
-        return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, **kwargs)
+        loaded = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, **kwargs)
+        if dtype is torch.float32:  # MoE experts dequantized into fused bf16 tensors
+            _widen(loaded[0] if isinstance(loaded, tuple) else loaded, every=True)
+        return loaded
     from transformers import CompressedTensorsConfig
 
     with warnings.catch_warnings():  # "the model's quantization_config will be used": intended
@@ -48,12 +51,16 @@ def from_pretrained(model_dir: Path, dtype, **kwargs):
     return loaded
 
 
-def _widen(model) -> None:
-    """16-bit Linear weights and biases to float32; the (FP8, float32) scales stay as they are."""
+def _widen(model, every: bool = False) -> None:
+    """16-bit Linear weights and biases to float32; the (FP8, float32) scales stay as they are.
+    `every`: any 16-bit parameter but scales and zero points (a quantized MoE's experts, which
+    compressed-tensors dequantizes into transformers' fused bf16 tensors, and its routers)."""
     import torch
 
     for module in model.modules():
-        for name in ("weight", "bias"):
-            param = module._parameters.get(name)
-            if param is not None and param.dtype in (torch.bfloat16, torch.float16):
+        for name, param in module._parameters.items():
+            wanted = every and not name.endswith(("scale", "zero_point"))
+            if param is None or not (wanted or name in ("weight", "bias")):
+                continue
+            if param.dtype in (torch.bfloat16, torch.float16):
                 param.data = param.data.float()

@@ -71,8 +71,14 @@ class QuantizeStage:
         return self.rundir.path / ARTIFACT
 
     def artifact_for(self, backend: str) -> Path:
-        """What an eval backend loads (an imported checkpoint may need a converted copy)."""
-        return self.artifact
+        """What an eval backend loads: for hf, a Mixtral artifact's view with the expert names
+        transformers maps (pipeline/models/moe_view.py), one per quantize result."""
+        from pipeline.models import moe_view
+
+        if backend != "hf" or self.recipe.online or not moe_view.needed(self.artifact):
+            return self.artifact
+        fingerprint = self.rundir.stage(self.name).fingerprint[:16]
+        return moe_view.ensure(self.artifact, self.rundir.path / moe_view.FOLDER / fingerprint)
 
     @property
     def hf_refusal(self) -> str | None:

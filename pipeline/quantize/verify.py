@@ -131,11 +131,16 @@ def reload(artifact: Path, params: int) -> dict:
     """{"transformers": True | False | None, "reason": …}; raises on non-finite logits."""
     if params > RELOAD_LIMIT:
         return {"transformers": None, "reason": f"not reloaded here ({params / 1e9:.1f}B params)"}
+    import tempfile
+
     import torch
     import transformers
 
-    from pipeline.models import hf_load
+    from pipeline.models import hf_load, moe_view
 
+    if moe_view.needed(artifact):  # Mixtral: the view the hf backend loads
+        with tempfile.TemporaryDirectory() as tmp:
+            return reload(moe_view.ensure(artifact, Path(tmp) / "view"), params)
     model, info = hf_load.from_pretrained(artifact, torch.float32, output_loading_info=True)
     missing, unexpected = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
     if missing or unexpected:

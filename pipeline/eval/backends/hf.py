@@ -38,4 +38,7 @@ def describe(model) -> dict:
     kv = (quant or {}).get("kv_cache_scheme")
     kv_cache = f"{kv['type']}{kv['num_bits']} (emulated, calibrated scales)" if kv else "16-bit"
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    fused = any(name.endswith("experts.gate_up_proj") for name, _ in model.named_parameters())
+    if quant and fused:  # compressed-tensors dequantized them into transformers' 3-D layout
+        dtype += "; MoE experts dequantized (bf16), their activations 16-bit"
     return {"backend": NAME, "dtype": dtype, "kv_cache": kv_cache}

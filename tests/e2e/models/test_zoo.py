@@ -20,9 +20,6 @@ from tests.e2e.quantize.same_tensors import differences
 
 pytestmark = pytest.mark.slow
 MOE = {"mixtral-8x7b", "qwen3-30b-a3b", "qwen1.5-moe-a2.7b", "deepseek-v2-lite"}
-# transformers 5.17 keeps Mixtral's experts fused and does not map llm-compressor 0.14's
-# per-expert tensors back; vLLM maps them (checked by the reload step, said in one line)
-NO_HF_RELOAD = {"mixtral-8x7b"}
 CALIBRATION = ["--num-samples", "16", "--max-seq-length", "128"]
 
 
@@ -64,11 +61,8 @@ def test_zoo_quantizes_reloads_and_matches_the_plan(zoo, zoo_runs, short_eval, a
         (stage,) = json.loads(result.stdout)["stages"]
         m = stage["metrics"]
         assert m["ratio_to_theoretical"] >= 1.0
-        reload = m["reload"]
-        if alias in NO_HF_RELOAD:
-            assert reload["transformers"] is False and "vLLM loads it" in reload["reason"]
-        else:
-            assert reload == {"transformers": True, "reason": None}
+        # Mixtral through the view with the expert names transformers maps (moe_view.py)
+        assert m["reload"] == {"transformers": True, "reason": None}
         config = json.loads((zoo[alias] / "config.json").read_text())
         if name == "gptq":  # calibrated MoE: the router's choices were counted
             routed = m["routing"]
@@ -95,15 +89,11 @@ def test_zoo_model_free_fp8_gives_oneshots_tensors(zoo, zoo_runs, short_eval, al
 
 
 @pytest.mark.parametrize("alias", FAMILIES)
-def test_zoo_eval_on_the_hf_backend_or_a_one_line_refusal(zoo, zoo_runs, short_eval, alias):
+def test_zoo_evaluates_on_the_hf_backend(zoo, zoo_runs, short_eval, alias):
     result = cli("eval", "--model", str(zoo[alias]), "--recipe", short_eval, "--backend", "hf",
                  "--json", runs=zoo_runs)  # fmt: skip
     outcome = json.loads(result.stdout)
     assert "Traceback" not in result.stderr
-    if alias in NO_HF_RELOAD:
-        assert result.returncode == 4 and outcome["status"] == "unsupported"
-        assert "--backend vllm" in outcome["message"]
-        return
     # random weights: the recipe's quality gates may fail (exit 3); the results are complete
     assert result.returncode in (0, 3), result.stderr[-3000:]
     (ev,) = [s for s in outcome["stages"] if s["stage"] == "eval"]
@@ -111,6 +101,41 @@ def test_zoo_eval_on_the_hf_backend_or_a_one_line_refusal(zoo, zoo_runs, short_e
     heldout = results["splits"]["heldout"]
     assert heldout["tokens"] >= 500 and heldout["kl_mean"] >= 0
     assert 0 < heldout["ppl_ratio"] < 2  # random weights, but the same ones on both sides
+    fused = alias in MOE  # transformers 5 fuses every MoE family's experts into 3-D tensors
+    assert ("MoE experts dequantized" in results["dtype"]) is fused, results["dtype"]
+
+
+@pytest.mark.parametrize("alias", ["mixtral-8x7b", "qwen3-30b-a3b"])
+def test_moe_drift_is_that_of_the_weights_dequantized_by_hand(
+    zoo, zoo_runs, short_eval, alias, tmp_path, monkeypatch
+):
+    """The hf backend's MoE path (experts dequantized by compressed-tensors into transformers'
+    fused layout) scores the same tokens against the same reference as a plain float32 model
+    of the artifact's weights dequantized here (for FP8, with per-token FP8 activations where
+    compressed-tensors applies them): mean KL within one standard error."""
+    from pipeline.eval import drift
+    from pipeline.eval.backends import hf
+    from pipeline.eval.stage import EvalStage, _score
+    from pipeline.quantize.stage import QuantizeStage
+    from tests.e2e.models import dequant_by_hand
+
+    monkeypatch.setenv("RUNS_DIR", str(zoo_runs))
+    stage = EvalStage.prepare(QuantizeStage.prepare(str(zoo[alias]), short_eval), backend="hf")
+    stage.quantize.load_inputs()
+    stage._tokenize()
+    refs, _ = stage._references(hf)
+    windows, ref = [stage._windows["heldout"]], [refs["heldout"]]
+    for name in (short_eval, "gptq"):
+        q = QuantizeStage.prepare(str(zoo[alias]), name, num_samples=16, max_seq_length=128)
+        got = drift.summarize(_score(hf, hf.load(q.artifact_for("hf")), windows, ref)[0])
+        by_hand = dequant_by_hand.write(q.artifact, tmp_path / q.recipe.name)
+        model = hf.load(by_hand)
+        if q.recipe.scheme().activation_bits:
+            dequant_by_hand.fp8_dynamic_activations(model, q.artifact)
+        want = drift.summarize(_score(hf, model, windows, ref)[0])
+        assert got["kl_mean"] > 0 and want["kl_mean"] > 0
+        se = max(got["kl_mean_se"], want["kl_mean_se"])
+        assert abs(got["kl_mean"] - want["kl_mean"]) <= se, (name, got["kl_mean"], want, se)
 
 
 def test_experts_no_calibration_token_reached_are_named(zoo, tmp_path):

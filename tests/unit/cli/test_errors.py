@@ -68,3 +68,26 @@ def test_bad_serve_input_is_one_line_exit_2(tmp_path, case):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert message in lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[command, "--recipe", ""] for command in ("quantize", "eval", "serve", "run")]
+    + [
+        ["quantize", "--recipe", "", "--dry-run"],
+        ["publish", "--recipe", "", "--repo", "file:///tmp/nowhere"],
+        ["plan", "--model", "llama3-8b", "--recipe", ""],
+        ["quantize", "--model", ""],
+        ["eval", "--model", "  "],
+        ["quantize", "--artifact", ""],
+    ],
+)
+def test_an_empty_recipe_model_or_artifact_is_refused_never_defaulted(
+    tmp_path, monkeypatch, capsys, argv
+):
+    """An unset shell variable (RECIPE="$R") must not quietly run the default recipe."""
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    assert main(argv) == 2
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error: ")]
+    assert "no recipe given" in line or "no model given" in line or "is empty" in line, line
+    assert not any(tmp_path.iterdir())

@@ -1,0 +1,264 @@
+"""One plan for the chain: `run|eval|serve --dry-run`, offline, from the config alone.
+
+Per stage: where it runs (host, GPUs, tensor parallel per side), its memory (CPU RAM peak,
+per-GPU), the files it writes or downloads with their sizes, and a time estimate with how it
+was derived. It composes the per-stage plans rather than repeating their arithmetic:
+quantize's from pipeline/quantize/plan.py (via the stage), engines from pipeline/sizing.py
+(the capacity planner's). What this host cannot do — an engine larger than its GPUs, disk
+short of what the chain writes — is listed under `refusals`; the command then exits 4 before
+any download or load.
+
+Time: the quantize stage's rate (bytes of bf16 weights per second) measured on this host by
+earlier runs under the same runs root and path, where there is one (`measured`); otherwise
+no figure (`unknown: no run measured on this host yet`).
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+from pipeline import sizing
+from pipeline.core import environment
+from pipeline.core.errors import NotOnThisHost
+from pipeline.core.paths import runs_root
+from pipeline.models import architecture
+
+GIB = 2**30
+EVAL_BATCH = 4  # windows per engine step (pipeline/eval/backends/vllm.py BATCH_WINDOWS)
+REFERENCE_GPU = "H100-80GB"  # what a GPU host would need, shown on every host
+CPU_ENGINE_EXTRA = 2 * GIB  # vLLM's CPU engine beside its weights: 1 GiB KV pool + runtime
+
+
+def build(q, stages: tuple[str, ...], backend: str | None = None) -> dict:
+    """The chain's plan for quantize stage `q` followed by `stages` (eval, serve)."""
+    gpus = environment.gpus()
+    params = architecture.total_params(q.config)
+    original = params * 2
+    quantize = q.plan()
+    memory = quantize.get("memory_bytes") or {}  # an import's plan is its detected format
+    artifact = 0 if q.recipe.online else memory.get("artifact_estimate", 0)
+    plan = {
+        "model": q.ref.name,
+        "recipe": q.recipe.name,
+        "host": {"gpus": gpus, "cpu_count": environment.host()["cpu_count"]},
+        "stages": {},
+        "refusals": [],
+    }
+    downloads = [] if q.ref.source in ("local", "tiny") else [("original (hub cache)", original)]
+    plan["stages"]["quantize"] = {
+        "where": quantize.get("placement", "nothing to quantize (online or imported)"),
+        "cpu_ram_bytes": memory.get("cpu_ram_peak_estimate", 0),
+        "device_bytes": memory.get("device_peak_estimate", 0),
+        "files": [*downloads, ("artifact", artifact)],
+        "time": _quantize_time(q, original),
+    }
+    verdict = getattr(q, "memory_verdict", None)  # an imported artifact quantizes nothing
+    if verdict and (fit := verdict(q.max_memory)):
+        plan["refusals"].append(fit)
+    if "eval" in stages:
+        plan["stages"]["eval"] = _eval(q, gpus, original, artifact, backend, plan["refusals"])
+    if "serve" in stages:
+        plan["stages"]["serve"] = _serve(q, gpus, original, artifact, plan["refusals"])
+    plan["disk"] = _disk(plan["stages"], plan["refusals"])
+    return plan
+
+
+def _disk(stages: dict, refusals: list) -> list[dict]:
+    """Bytes written per filesystem (the hub cache's and the runs root's may differ) against
+    what each has free."""
+    import os
+
+    from pipeline.core.paths import hub_cache
+
+    places = {}
+    for stage in stages.values():
+        for what, size in stage["files"]:
+            root = hub_cache() if what.startswith("original (hub") else runs_root()
+            existing = _existing(root)
+            device = os.stat(existing).st_dev
+            place = places.setdefault(device, {"roots": set(), "total_bytes": 0})
+            place["roots"].add(str(root))
+            place["total_bytes"] += size
+            place["free_bytes"] = shutil.disk_usage(existing).free
+    found = []
+    for place in places.values():
+        roots = ", ".join(sorted(place["roots"]))
+        found.append({**place, "roots": roots})
+        if place["total_bytes"] > place["free_bytes"]:
+            refusals.append(
+                f"disk: the chain writes ~{place['total_bytes'] / GIB:.1f} GiB under {roots}; "
+                f"{place['free_bytes'] / GIB:.1f} GiB free there"
+            )
+    return found
+
+
+def _engines(config, sides: dict, gpus, users: int, context: int, refusals: list) -> dict:
+    """Each side's engine on this host, and on REFERENCE_GPU GPUs (what a GPU host needs)."""
+    import psutil
+
+
+    found = {}
+    for side, weights in sides.items():
+        on_gpus = _on_gpus(config, weights, users, context, side)
+        try:
+            engine = sizing.engine(config, weights, gpus, users, context, side)
+        except NotOnThisHost as e:
+            refusals.append(str(e))
+            found[side] = {"refused": str(e), "on_gpus": on_gpus}
+            continue
+        entry = {**engine.describe(), "on_gpus": on_gpus}
+        if gpus:
+            entry["weights_per_gpu_bytes"] = int(weights / engine.tensor_parallel_size)
+        else:  # the CPU engine holds the weights in RAM
+            entry["cpu_ram_bytes"] = weights + CPU_ENGINE_EXTRA
+            available = psutil.virtual_memory().available
+            if entry["cpu_ram_bytes"] > available:
+                why = (
+                    f"{side}: vLLM's CPU engine needs ~{entry['cpu_ram_bytes'] / GIB:.1f} GiB "
+                    f"of RAM (weights + KV pool); this host has {available / GIB:.1f} GiB "
+                    f"available; on GPUs it needs {on_gpus['tensor_parallel_size']} × "
+                    f"{REFERENCE_GPU}"
+                )
+                refusals.append(why)
+                entry["refused"] = why
+        found[side] = entry
+    return found
+
+
+def _on_gpus(config: dict, weights: int, users: int, context: int, side: str) -> dict:
+    """The tensor-parallel size REFERENCE_GPU GPUs would need (None: more than 64)."""
+    from pipeline import capacity
+
+    reference = [f"{REFERENCE_GPU}, {capacity.GPUS[REFERENCE_GPU] // 2**20} MiB"] * 64
+    try:
+        tp = sizing.engine(config, weights, reference, users, context, side).tensor_parallel_size
+    except NotOnThisHost:
+        tp = None
+    return {"gpu": REFERENCE_GPU, "tensor_parallel_size": tp}
+
+
+def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dict:
+    s = q.recipe.spec.eval
+    chosen = backend or (s.backend if s.backend != "auto" else ("vllm" if gpus else "hf"))
+    tokens = 2 * s.max_tokens  # held-out and calibration splits
+    vocab = q.config["vocab_size"]
+    k = min(s.reference_max_k, vocab)
+    id_bytes = 2 if vocab <= 32767 else 4
+    reference = tokens * (k * (id_bytes + 4) + 12)  # at most: k kept tokens a position
+    found = {"backend": chosen, "tokens": tokens, "context_length": s.context_length}
+    sides = {"original": original, q.recipe.name: artifact or original}
+    if chosen == "vllm":
+        found["engines"] = _engines(q.config, sides, gpus, EVAL_BATCH, s.context_length + 1,
+                                    refusals)  # fmt: skip
+        found["cpu_ram_bytes"] = 0
+    else:  # transformers: float32 on CPU, one side at a time; the checkpoint's dtype on GPUs
+        import psutil
+
+        largest = max(sides.values())
+        found["where"] = "GPUs (device_map auto)" if gpus else "CPU, float32"
+        found["on_gpus"] = {  # what the vllm backend would need on a GPU host
+            side: _on_gpus(q.config, weights, EVAL_BATCH, s.context_length + 1, side)
+            for side, weights in sides.items()
+        }
+        found["cpu_ram_bytes"] = 0 if gpus else largest * 2 + int(0.6 * GIB)
+        available = psutil.virtual_memory().available
+        if found["cpu_ram_bytes"] > available:
+            refusals.append(
+                f"eval (hf, float32 on CPU): ~{found['cpu_ram_bytes'] / GIB:.1f} GiB of RAM "
+                f"for the original; this host has {available / GIB:.1f} GiB available"
+            )
+    found["files"] = [
+        ("reference (original's log-probs, at most; shared by every recipe)", reference),
+        ("per-token drift (tokens.pt)", tokens * 12),
+    ]
+    found["time"] = "unknown: eval rates are not yet cached per host"
+    return found
+
+
+def _serve(q, gpus, original: int, artifact: int, refusals: list) -> dict:
+    s = q.recipe.spec.serve
+    users, context = max(s.concurrency), s.input_len + s.output_len
+    sides = {"original": original, q.recipe.name: artifact or original}
+    return {
+        "engines": _engines(q.config, sides, gpus, users, context, refusals),
+        "users": users,
+        "context": context,
+        "files": [("server logs and benchmark results", 2 * 2**20)],
+        "time": "unknown: start-up and benchmark times are not yet cached per host",
+    }
+
+
+def _quantize_time(q, original: int) -> str:
+    """From the newest earlier run on this host with the same path: bf16 bytes per second."""
+    rates = []
+    host = environment.host()["hostname"]
+    for path in runs_root().glob("*/*/manifest.json"):
+        try:
+            entry = json.loads(path.read_text())["stages"]["quantize"]
+        except (OSError, ValueError, KeyError):
+            continue
+        m = entry.get("metrics") or {}
+        same_host = (entry.get("environment") or {}).get("hostname") == host
+        if same_host and m.get("path") == q.path and m.get("bytes_per_second"):
+            rates.append((entry.get("ended") or "", m["bytes_per_second"], path.parent))
+    if not rates:
+        return "unknown: no quantize on this path measured on this host yet"
+    _, rate, where = max(rates)
+    seconds = original / rate
+    return f"~{_duration(seconds)} (measured: {rate / 2**20:,.0f} MiB/s of bf16 weights, {where})"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _existing(root: Path) -> Path:
+    path = root
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+def render(plan: dict) -> str:
+    lines = [f"chain plan: {plan['model']} × {plan['recipe']}"]
+    for name, stage in plan["stages"].items():
+        lines.append(f"{name}")
+        if where := stage.get("where"):
+            lines.append(f"  where      {where}")
+        if stage.get("backend"):
+            lines.append(f"  backend    {stage['backend']}, {stage['tokens']:,} tokens scored")
+        for side, ref in (stage.get("on_gpus") or {}).items():
+            n = ref["tensor_parallel_size"] or ">64"
+            lines.append(f"  {side:<10} with vLLM on {ref['gpu']}: {n} GPU(s)")
+        for side, engine in (stage.get("engines") or {}).items():
+            ref = engine["on_gpus"]
+            needs = f"on {ref['gpu']}: {ref['tensor_parallel_size'] or '>64'} GPU(s)"
+            if "refused" in engine:
+                lines.append(f"  {side:<10} {needs}; here refused: {engine['refused']}")
+            elif plan["host"]["gpus"]:
+                lines.append(
+                    f"  {side:<10} tensor parallel {engine['tensor_parallel_size']}, "
+                    f"{engine['weights_per_gpu_bytes'] / GIB:.1f} GiB of weights per GPU"
+                )
+            else:
+                lines.append(
+                    f"  {side:<10} {needs}; here one CPU engine, "
+                    f"~{engine['cpu_ram_bytes'] / GIB:.1f} GiB of RAM"
+                )
+        if stage.get("cpu_ram_bytes"):
+            lines.append(f"  CPU RAM    ~{stage['cpu_ram_bytes'] / GIB:.1f} GiB peak")
+        for what, size in stage["files"]:
+            lines.append(f"  disk       {size / GIB:8.2f} GiB  {what}")
+        lines.append(f"  time       {stage['time']}")
+    for place in plan["disk"]:
+        lines.append(
+            f"disk total  ~{place['total_bytes'] / GIB:.1f} GiB under {place['roots']}; "
+            f"{place['free_bytes'] / GIB:.1f} GiB free there"
+        )
+    for refusal in plan["refusals"]:
+        lines.append(f"refused     {refusal}")
+    return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""`run|eval|serve --dry-run`: the chain's plan from the config alone, in a second, with no
+torch; what this host cannot do is refused (exit 4) before anything is downloaded or loaded."""
+
+import json
+
+import pytest
+
+from pipeline import chain_plan
+from pipeline.cli.main import main
+from tests.unit.cli.test_main import _probe
+
+GIB = 2**30
+
+
+def _plan(capsys, monkeypatch, tmp_path, *argv) -> tuple[int, dict]:
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
+    code = main([*argv, "--dry-run", "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out[out.index("{") :])
+
+
+def test_llama3_70b_fp8_chain_on_this_cpu_host(capsys, monkeypatch, tmp_path):
+    code, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-70b",
+                       "--recipe", "fp8")  # fmt: skip
+    stages = plan["stages"]
+    assert list(stages) == ["quantize", "eval", "serve"]
+    files = dict(map(tuple, stages["quantize"]["files"]))
+    assert files["original (hub cache)"] == pytest.approx(141.1e9, rel=0.01)
+    assert files["artifact"] == pytest.approx(72.7e9, rel=0.01)
+    assert stages["quantize"]["cpu_ram_bytes"] < 10 * GIB  # model-free: shards, not the model
+    # with vLLM on 80 GB GPUs: the original on two, the FP8 artifact on one
+    assert stages["eval"]["on_gpus"]["original"]["tensor_parallel_size"] == 2
+    assert stages["eval"]["on_gpus"]["fp8"]["tensor_parallel_size"] == 1
+    serve = stages["serve"]["engines"]
+    assert serve["original"]["on_gpus"]["tensor_parallel_size"] == 2
+    assert serve["fp8"]["on_gpus"]["tensor_parallel_size"] == 1
+    # a 24 GiB CPU host can quantize it, but neither evaluate nor serve it: exit 4, named
+    assert code == 4 and any("eval (hf, float32 on CPU)" in r for r in plan["refusals"])
+    assert not (tmp_path / "runs").exists()
+
+
+def test_tiny_llama_fits_and_says_so(capsys, monkeypatch, tmp_path):
+    code, plan = _plan(capsys, monkeypatch, tmp_path, "eval", "--recipe", "gptq")
+    assert code == 0 and plan["refusals"] == []
+    assert list(plan["stages"]) == ["quantize", "eval"]
+    assert plan["stages"]["eval"]["backend"] == "hf"
+    (place,) = plan["disk"]  # tiny-llama is built here: nothing downloaded
+    assert 0 < place["total_bytes"] < place["free_bytes"]
+
+
+def test_disk_short_of_the_chain_is_refused(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(chain_plan.shutil, "disk_usage", lambda p: type("U", (), {"free": GIB}))
+    code, plan = _plan(capsys, monkeypatch, tmp_path, "serve", "--model", "llama3-8b",
+                       "--recipe", "fp8")  # fmt: skip
+    assert code == 4
+    assert any(r.startswith("disk: the chain writes ~") for r in plan["refusals"])
+
+
+def test_the_time_estimate_uses_this_hosts_measured_rate(capsys, monkeypatch, tmp_path):
+    from pipeline.core import environment
+
+    run = tmp_path / "runs" / "other" / "fp8"
+    run.mkdir(parents=True)
+    entry = {
+        "ended": "2026-12-01T00:00:00",
+        "environment": {"hostname": environment.host()["hostname"]},
+        "metrics": {"path": "model-free", "bytes_per_second": 100 * 2**20},
+    }
+    (run / "manifest.json").write_text(json.dumps({"stages": {"quantize": entry}}))
+    _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
+                    "--recipe", "fp8", "--stages", "eval")  # fmt: skip
+    time = plan["stages"]["quantize"]["time"]
+    assert time.startswith("~3 min"), time  # 16.06 GB of bf16 weights at 100 MiB/s: 153 s
+    assert "measured: 100 MiB/s" in time
+
+
+def test_the_chain_plan_imports_no_torch(tmp_path):
+    result, last = _probe(tmp_path, "run", "--model", "llama3-70b", "--recipe", "fp8",
+                          "--dry-run")  # fmt: skip
+    assert last.startswith("HEAVY= CODE="), result.stderr[-2000:]
+    assert "chain plan: llama3-70b × fp8" in result.stdout
