@@ -37,6 +37,9 @@ def build(q, stages: tuple[str, ...], backend: str | None = None) -> dict:
     quantize = q.plan()
     memory = quantize.get("memory_bytes") or {}  # an import's plan is its detected format
     artifact = 0 if q.recipe.online else memory.get("artifact_estimate", 0)
+    imported = "import" in quantize  # a checkpoint quantized elsewhere: its bytes as shipped
+    if imported:
+        artifact = quantize["ideal_bytes"]
     plan = {
         "model": q.ref.name,
         "recipe": q.recipe.name,
@@ -49,8 +52,8 @@ def build(q, stages: tuple[str, ...], backend: str | None = None) -> dict:
         "where": quantize.get("placement", "nothing to quantize (online or imported)"),
         "cpu_ram_bytes": memory.get("cpu_ram_peak_estimate", 0),
         "device_bytes": memory.get("device_peak_estimate", 0),
-        "files": [*downloads, ("artifact", artifact)],
-        "time": _quantize_time(q, original),
+        "files": [*downloads, ("artifact" + (" (imported)" if imported else ""), artifact)],
+        "time": "nothing to quantize" if imported else _quantize_time(q, original),
     }
     verdict = getattr(q, "memory_verdict", None)  # an imported artifact quantizes nothing
     if verdict and (fit := verdict(q.max_memory)):
@@ -199,7 +202,7 @@ def _quantize_time(q, original: int) -> str:
             continue
         m = entry.get("metrics") or {}
         same_host = (entry.get("environment") or {}).get("hostname") == host
-        if same_host and m.get("path") == q.path and m.get("bytes_per_second"):
+        if same_host and m.get("path") == getattr(q, "path", None) and m.get("bytes_per_second"):
             rates.append((entry.get("ended") or "", m["bytes_per_second"], path.parent))
     if not rates:
         return "unknown: no quantize on this path measured on this host yet"
