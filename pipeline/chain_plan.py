@@ -99,7 +99,6 @@ def _engines(config, sides: dict, gpus, users: int, context: int, refusals: list
     """Each side's engine on this host, and on REFERENCE_GPU GPUs (what a GPU host needs)."""
     import psutil
 
-
     found = {}
     for side, weights in sides.items():
         on_gpus = _on_gpus(config, weights, users, context, side)

@@ -153,10 +153,11 @@ class QuantizeStage:
         has available now); None when it fits."""
         import psutil
 
-        if self.recipe.online:
+        planned = self.plan()
+        if self.recipe.online or "memory_bytes" not in planned:  # online, or an import
             return None
         limit = max_memory or psutil.virtual_memory().available
-        need = self.plan()["memory_bytes"]["cpu_ram_peak_estimate"]
+        need = planned["memory_bytes"]["cpu_ram_peak_estimate"]
         if need <= limit:
             return None
         gib = 2**30

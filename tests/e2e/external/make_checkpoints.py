@@ -29,8 +29,33 @@ def main() -> None:
         folder = next(Path(f) for f in folders if Path(f).name.startswith(prefix))
         final = out / name  # the folder name a user would pass as ARTIFACT
         folder.rename(final)
+        _unquantized_in_bf16(final)
         found[name] = str(final)
     print(json.dumps(found))
+
+
+def _unquantized_in_bf16(folder: Path) -> None:
+    """AutoRound keeps the model in float32 on CPUs without bf16 support (AVX2-only hosts) and
+    saves the unquantized tensors (embeddings, LM head, norms) so; a hub checkpoint of a bf16
+    model ships them in bf16, as AutoRound writes them on other hosts."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    config = folder / "config.json"
+    data = json.loads(config.read_text())
+    for key in ("torch_dtype", "dtype"):
+        if data.get(key) == "float32":
+            data[key] = "bfloat16"
+    config.write_text(json.dumps(data, indent=2))
+    for path in folder.glob("*.safetensors"):
+        tensors = load_file(path)
+        if not any(t.dtype == torch.float32 and n.endswith(".weight") for n, t in tensors.items()):
+            continue
+        cast = {
+            n: t.to(torch.bfloat16) if t.dtype == torch.float32 and n.endswith(".weight") else t
+            for n, t in tensors.items()
+        }
+        save_file(cast, path, metadata={"format": "pt"})
 
 
 if __name__ == "__main__":
