@@ -75,6 +75,22 @@ def _build(out: Path, alias: str, wanted: dict, seed: int = 0) -> None:
             shutil.copy(tokenizer / name, out / name)
     info = {"alias": alias, "layers": wanted["num_hidden_layers"], "seed": seed, "shard": SHARD}
     (out / "realshape.json").write_text(json.dumps(info) + "\n")
+    _evict(out)
+
+
+def _evict(folder: Path) -> None:
+    """Written, synced, and out of the page cache: measured later like a checkpoint downloaded
+    long ago (freshly written pages mapped by the next reader inflate its peak RSS: 2.94 GiB
+    against 2.12 GiB for the same model-free quantize)."""
+    import os
+
+    for path in folder.glob("*.safetensors"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 if __name__ == "__main__":
