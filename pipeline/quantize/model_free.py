@@ -53,7 +53,7 @@ def derived_ignore(model_path: Path, recipe: RecipeFile) -> list[str]:
     recipe's own patterns first): found on a meta-device model of the architecture."""
     from pipeline.quantize.artifact import tensors
 
-    linears, others = _meta_modules(model_path)
+    linears, _ = _meta_modules(model_path)
     ignore = recipe.ignored()
     names = set()
     for name, info in tensors(model_path).items():
@@ -62,12 +62,11 @@ def derived_ignore(model_path: Path, recipe: RecipeFile) -> list[str]:
             continue
         if plan._ignored(module, ignore) or _is_router(module):
             names.add(module)
-        elif module in linears or _EXPERT.search(module):
-            continue  # a Linear, or one expert of a linearized MoE: quantized by oneshot too
-        elif module in others:
-            names.add(module)  # embeddings and other non-Linear 2-D weights
-        else:
-            names.add(module)  # unknown to this transformers: not a Linear oneshot would see
+        elif not (module in linears or _EXPERT.search(module)):
+            # embeddings, other non-Linear 2-D weights, and names this transformers does not
+            # know: oneshot sees no Linear there (a Linear, or one expert of a linearized MoE,
+            # is quantized by both)
+            names.add(module)
     extra = [n for n in sorted(names) if not plan._ignored(n, ignore)]
     return [*ignore, *extra]
 
@@ -132,8 +131,9 @@ def _counting_shards(bar):
 
     def counted(*args, **kwargs):
         result = original(*args, **kwargs)
-        size = sum(p.stat().st_size for p in [Path(args[1])] if p.exists())
-        bar.set_postfix_str(f"{Path(args[1]).name} {size / 2**30:.2f} GiB", refresh=False)
+        written = Path(args[1])
+        size = written.stat().st_size if written.exists() else 0
+        bar.set_postfix_str(f"{written.name} {size / 2**30:.2f} GiB", refresh=False)
         bar.update()
         return result
 
