@@ -21,7 +21,7 @@ ARTIFACT   ?=
 RECIPE_ARG := $(if $(ARTIFACT),$(if $(filter command line environment,$(origin RECIPE)),--recipe $(RECIPE)),--recipe $(RECIPE))
 TARGET     := --model $(MODEL) $(RECIPE_ARG) $(if $(ARTIFACT),--artifact "$(ARTIFACT)")
 
-.PHONY: setup quantize eval serve run search publish nightly report plan recipes models schemas \
+.PHONY: setup quantize eval serve run search publish nightly report plan advise recipes models schemas \
 	test test-fast lint clean clean-cache
 
 setup: $(VENV)/.installed $(SERVE_VENV)/.installed
@@ -80,6 +80,13 @@ nightly: setup
 	$(RUN) nightly $(ARGS)
 
 # make report: reports/<date>/index.html + summary.md with plots, from the nightly store
+# make advise MODEL=llama3-70b USERS=100 CONTEXT=4000 [GPU=H100-80GB|host] [SLO_TTFT_MS=…
+#   SLO_ITL_MS=…] [MAX_KL=…]: recipes ranked by $ per 1M tokens (bound, or measured by runs)
+advise: $(VENV)/.installed
+	$(RUN) advise --model $(MODEL) --users $(or $(USERS),100) --context $(or $(CONTEXT),4000) \
+	  --gpu $(or $(GPU),H100-80GB) $(if $(SLO_TTFT_MS),--slo-ttft-ms $(SLO_TTFT_MS)) \
+	  $(if $(SLO_ITL_MS),--slo-itl-ms $(SLO_ITL_MS)) $(if $(MAX_KL),--max-kl $(MAX_KL)) $(ARGS)
+
 report: $(VENV)/.installed
 	$(RUN) report $(ARGS)
 

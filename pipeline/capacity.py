@@ -23,19 +23,14 @@ from dataclasses import asdict, dataclass
 
 from pipeline.core.errors import UserError
 from pipeline.models import architecture, kv_layout
+from pipeline.perf.gpus import SPECS
 from pipeline.quantize.plan import artifact_bytes
 
 GIB = 2**30
 MIB = 2**20
 OVERHEAD_GIB = 2.0
-# Memory as nvidia-smi reports it (MiB)
-GPUS = {
-    "A100-40GB": 40_960 * MIB,
-    "A100-80GB": 81_920 * MIB,
-    "H100-80GB": 81_559 * MIB,
-    "H200-141GB": 143_771 * MIB,
-    "L40S-48GB": 46_068 * MIB,
-}
+# Memory as nvidia-smi reports it, per known GPU type (pipeline/perf/gpus.py: one table)
+GPUS = {name: spec.memory_bytes for name, spec in SPECS.items()}
 KV_BYTES = {"auto": 2, "bf16": 2, "fp16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 MAX_TP = 64
 

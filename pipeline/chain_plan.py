@@ -10,7 +10,9 @@ any download or load.
 
 Time: the quantize stage's rate (bytes of bf16 weights per second) measured on this host by
 earlier runs under the same runs root and path, where there is one (`measured`); otherwise
-no figure (`unknown: no run measured on this host yet`).
+no figure (`unknown: no run measured on this host yet`). Eval and serve: this host's overheads
+measured by its newest eval / serve (any model) + the roofline bound of this run's work
+(pipeline/perf/timing.py); the bound alone, said to be one, where nothing was measured yet.
 """
 
 import json
@@ -22,6 +24,7 @@ from pipeline.core import environment
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.paths import runs_root
 from pipeline.models import architecture
+from pipeline.quantize import memory
 
 GIB = 2**30
 EVAL_BATCH = 4  # windows per engine step (pipeline/eval/backends/vllm.py BATCH_WINDOWS)
@@ -53,8 +56,9 @@ def build(q, stages: tuple[str, ...], backend: str | None = None) -> dict:
         "cpu_ram_bytes": memory.get("cpu_ram_peak_estimate", 0),
         "device_bytes": memory.get("device_peak_estimate", 0),
         "files": [*downloads, ("artifact" + (" (imported)" if imported else ""), artifact)],
-        "time": "nothing to quantize" if imported else _quantize_time(q, original),
     }
+    seconds, how = (0.0, "nothing to quantize") if imported else _quantize_time(q, original)
+    plan["stages"]["quantize"] |= {"time_seconds": seconds, "time": how}
     verdict = getattr(q, "memory_verdict", None)  # an imported artifact quantizes nothing
     if verdict and (fit := verdict(q.max_memory)):
         plan["refusals"].append(fit)
@@ -162,7 +166,7 @@ def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dic
             side: _on_gpus(q.config, weights, EVAL_BATCH, s.context_length + 1, side)
             for side, weights in sides.items()
         }
-        found["cpu_ram_bytes"] = 0 if gpus else largest * 2 + int(0.6 * GIB)
+        found["cpu_ram_bytes"] = 0 if gpus else largest * 2 + _scoring_bytes(q.config, s)
         available = psutil.virtual_memory().available
         if found["cpu_ram_bytes"] > available:
             refusals.append(
@@ -173,24 +177,74 @@ def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dic
         ("reference (original's log-probs, at most; shared by every recipe)", reference),
         ("per-token drift (tokens.pt)", tokens * 12),
     ]
-    found["time"] = "unknown: eval rates are not yet cached per host"
+    found["time_seconds"], found["time"] = _eval_time(q, chosen, tokens // 2)
     return found
+
+
+def _scoring_bytes(config: dict, s) -> int:
+    """What scoring holds beside the float32 model on CPU: a batch's logits and their log-probs
+    (float32, every vocabulary entry), one window's log-probs in float64 for the drift, and the
+    runtime. Measured at Llama-3-8B's vocabulary (128,256): 8.6 GiB peak, planned 7.8."""
+    vocab, context = config["vocab_size"], s.context_length
+    return EVAL_BATCH * context * vocab * 4 * 2 + context * vocab * 8 + memory.RUNTIME
 
 
 def _serve(q, gpus, original: int, artifact: int, refusals: list) -> dict:
     s = q.recipe.spec.serve
     users, context = max(s.concurrency), s.input_len + s.output_len
     sides = {"original": original, q.recipe.name: artifact or original}
+    seconds, how = _serve_time(q, s)
     return {
         "engines": _engines(q.config, sides, gpus, users, context, refusals),
         "users": users,
         "context": context,
         "files": [("server logs and benchmark results", 2 * 2**20)],
-        "time": "unknown: start-up and benchmark times are not yet cached per host",
+        "time_seconds": seconds,
+        "time": how,
     }
 
 
-def _quantize_time(q, original: int) -> str:
+def _eval_time(q, backend: str, per_split: int) -> tuple[float | None, str]:
+    """This host's measured eval overheads + the bound of scoring both sides (no torch: the
+    host's rates only where something measured them)."""
+    from pipeline.perf import host, timing
+
+    hw = host.here(measure=False)
+    if hw is None:
+        return None, "unknown: this host's rates are not measured yet (a serve measures them)"
+    s = q.recipe.spec.eval
+    windows = 2 * (per_split // s.context_length)  # held-out and calibration splits
+    work = timing.eval_work(q.config, q.recipe, windows * s.context_length, s.context_length, hw)
+    overhead = timing.observed(f"eval-{backend}")
+    seconds, how = timing.estimate(work, overhead, f"{windows} windows a side on {hw.name}")
+    if s.tasks and overhead:
+        seconds += overhead["tasks_seconds"]
+        how += f" + lm-eval tasks as measured there ({overhead['tasks_seconds']:.0f} s, a floor)"
+    return seconds, f"~{_duration(seconds)}: {how}"
+
+
+def _serve_time(q, s) -> tuple[float | None, str]:
+    """Measured start-up and per-step overheads + the bound of the benchmarks' steps."""
+    from pipeline.perf import host, timing
+
+    hw = host.here(measure=False)
+    if hw is None:
+        return None, "unknown: this host's rates are not measured yet (a serve measures them)"
+    levels = timing.serve_work(q.config, q.recipe, s, hw)
+    work = sum(lv["benchmark_seconds"] for lv in levels.values())
+    overhead = timing.observed("serve")
+    if overhead:  # each measured step took this much beyond its bound at that concurrency
+        for c in levels:
+            steps = overhead["step_seconds"]
+            near = min(steps, key=lambda k: abs(int(k) - c), default=None)
+            batch = min(c, s.num_prompts)
+            rounds = -(-s.num_prompts // batch)
+            work += (steps[near] if near else 0) * 2 * s.repeats * rounds * s.output_len
+    seconds, how = timing.estimate(work, overhead, f"{len(levels)} levels × 2 sides on {hw.name}")
+    return seconds, f"~{_duration(seconds)}: {how}"
+
+
+def _quantize_time(q, original: int) -> tuple[float | None, str]:
     """From the newest earlier run on this host with the same path: bf16 bytes per second."""
     rates = []
     host = environment.host()["hostname"]
@@ -204,10 +258,11 @@ def _quantize_time(q, original: int) -> str:
         if same_host and m.get("path") == getattr(q, "path", None) and m.get("bytes_per_second"):
             rates.append((entry.get("ended") or "", m["bytes_per_second"], path.parent))
     if not rates:
-        return "unknown: no quantize on this path measured on this host yet"
+        return None, "unknown: no quantize on this path measured on this host yet"
     _, rate, where = max(rates)
     seconds = original / rate
-    return f"~{_duration(seconds)} (measured: {rate / 2**20:,.0f} MiB/s of bf16 weights, {where})"
+    how = f"~{_duration(seconds)} (measured: {rate / 2**20:,.0f} MiB/s of bf16 weights, {where})"
+    return seconds, how
 
 
 def _duration(seconds: float) -> str:

@@ -18,10 +18,12 @@ import sys
 import traceback
 from pathlib import Path
 
+from pipeline.config.advise_settings import AdviseSettings
 from pipeline.config.capacity_settings import PlanSettings
 from pipeline.config.recipe import ServeSettings
 from pipeline.core.errors import PipelineError, UserError, debugging
 from pipeline.core.outcome import Outcome
+from pipeline.perf.gpus import SPECS as GPUS
 
 MIB = 2**20
 EXIT_CODES_HELP = """exit codes: 0 ok · 1 internal error (also a server or hub failure)
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.debug:
         os.environ["PIPELINE_DEBUG"] = "1"
     # plan and a dry run print their own JSON: the result itself, not an outcome
-    plain = command in ("plan", "schema") or getattr(args, "dry_run", False)
+    plain = command in ("plan", "schema", "advise") or getattr(args, "dry_run", False)
     want_json = getattr(args, "json", False) and not plain
     # with --json, stdout carries the outcome alone: what people read goes to stderr
     out = contextlib.redirect_stdout(sys.stderr) if want_json else contextlib.nullcontext()
@@ -183,10 +185,17 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument(
         "--gpu",
         default="H100-80GB",
-        help="A100-40GB, A100-80GB, H100-80GB, H200-141GB, L40S-48GB, or a size like 24GiB",
+        help=f"{', '.join(GPUS)}, or a size like 24GiB",
     )
     flags.add(pl, PlanSettings, default_label="default")
     pl.add_argument("--json", action="store_true")
+
+    ad = command("advise", cmd_advise, "which recipe, how many GPUs, $ per 1M tokens, quality")
+    ad.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
+    ad.add_argument("--recipe", action="append", help="recipe(s); default: every shipped one")
+    ad.add_argument("--gpu", default="H100-80GB", help=f"{', '.join(GPUS)}, or host (this CPU)")
+    flags.add(ad, AdviseSettings, default_label="default")
+    ad.add_argument("--json", action="store_true")
 
     sc = command("schema", cmd_schema, "JSON Schema of a results file")
     sc.add_argument("name", choices=sorted(_schemas()), help="which file")
@@ -501,6 +510,41 @@ def cmd_plan(args) -> Outcome:
         print(capacity.describe(ref.name, config, utilization, overhead, scheduled))
         print(capacity.render(rows, settings.users, settings.context, args.gpu))
     return _ok("plan", model=ref.name)
+
+
+def cmd_advise(args) -> Outcome:
+    from pipeline.cli import flags
+    from pipeline.config import recipe
+    from pipeline.config.strict import validated
+    from pipeline.models import aliases
+    from pipeline.perf import advise, gpus, prices
+
+    s = validated(AdviseSettings, flags.overrides(args, AdviseSettings), "advise settings")
+    ref = aliases.resolve(args.model)
+    config = aliases.load_config(ref)
+    recipes = [recipe.load(name) for name in (args.recipe or recipe.shipped())]
+    if args.gpu.strip().lower() == "host":
+        from pipeline.perf import host
+
+        hw, price = host.hardware(), prices.host(s.host_hour_usd)
+    else:
+        hw = gpus.find(args.gpu)
+        if hw is None:
+            raise UserError(f"unknown GPU '{args.gpu}'; known: {', '.join(GPUS)}, or host")
+        price = prices.gpu(hw.name, s.gpu_hour_usd)
+    ask = advise.Ask(
+        s.users, s.context, s.slo_ttft_ms, s.slo_itl_ms, s.max_kl,
+        s.gpu_memory_utilization, s.overhead_gib,
+    )  # fmt: skip
+    rows = advise.advise(ref.name, config, recipes, hw, price, ask)
+    if args.json:
+        found = {"model": ref.name, "hardware": hw.name, "hardware_source": hw.source}
+        found |= {"ask": ask.__dict__, "price": price and price.__dict__}
+        print(json.dumps({**found, "rows": [r.describe() for r in rows]}, indent=2))
+    else:
+        slo = advise.describe_ask(ask)
+        print(advise.render(rows, f"model {ref.name} on {hw.name}: {slo}", price))
+    return _ok("advise", model=ref.name)
 
 
 def _schemas() -> dict:

@@ -100,7 +100,49 @@ def serve_table(results: ServeResults) -> str:
     notes = {getattr(row, key).note for row in c.levels for _, key in metrics}
     lines += [f"  — {note}" for note in sorted(n for n in notes if n)]
     lines.append(slo_lines(results))
+    lines += cost_lines(results)
     return "\n".join(lines)
+
+
+def cost_lines(results: ServeResults) -> list[str]:
+    """$ per 1M output tokens per level and at SLO capacity; measured decode vs the bound."""
+    lines = []
+    if cost := results.cost:
+        units = cost.units
+        lines.append(
+            f"$ per 1M output tokens ({cost.usd_per_hour:g} $/h per {_unit(cost.hardware)} "
+            f"× {units['original']} original, {units['quantized']} quantized; "
+            f"{cost.price_source})"
+        )
+        rows = [(f"c={lv.concurrency}", lv.usd_per_million_output_tokens) for lv in cost.levels]
+        rows.append(("at SLO capacity", cost.at_slo_capacity))
+        for label, pair in rows:
+            lines.append(
+                f"  {label:<16} {_usd(pair.original):>10} {_usd(pair.quantized):>10} "
+                f"{_x(pair.ratio):>8} {_range(pair):>13}"
+            )
+    if check := results.bound:
+        lines.append(
+            f"decode vs the roofline bound on {check.hardware} ({check.context:,} cached "
+            "tokens): bound step ms / measured TPOT ms = measured ÷ bound"
+        )
+        for side in ("original", "quantized"):
+            for lv in getattr(check, side):
+                ratio = "n/a" if lv.measured_over_bound is None else f"{lv.measured_over_bound:.2f}"
+                tpot = _num(lv.tpot_median_ms, 1.0)
+                lines.append(
+                    f"  {side:<10} c={lv.concurrency:<4} {lv.decode_step_bound_ms:>9.2f} "
+                    f"{tpot:>9} {ratio:>6}  ({lv.bound_by}-bound)"
+                )
+    return lines
+
+
+def _unit(hardware: str) -> str:
+    return "host" if hardware == "CPU host" else f"{hardware} GPU"
+
+
+def _usd(value) -> str:
+    return "n/a" if value is None else f"${value:,.3f}" if value < 100 else f"${value:,.0f}"
 
 
 def slo_lines(results: ServeResults) -> str:
@@ -159,6 +201,13 @@ def run_table(quality: EvalResults | None, serving: ServeResults | None, title: 
         sides = (("original", serving.slo.original), ("quantized", serving.slo.quantized))
         capacities = [f"{name} {_capacity(side)}" for name, side in sides]
         lines.append(f"  SLO capacity          {', '.join(capacities)}")
+        if serving.cost and serving.cost.levels:
+            top_cost = max(serving.cost.levels, key=lambda lv: lv.concurrency)
+            p = top_cost.usd_per_million_output_tokens
+            lines.append(
+                f"  $ / 1M out tokens     {_x(p.ratio)} the original's @ c={top_cost.concurrency} "
+                f"({_usd(p.quantized)} vs {_usd(p.original)})"
+            )
     if quality:
         lines.append(f"  eval gates            {'passed' if quality.gates.passed else 'FAILED'}")
     return "\n".join(lines)

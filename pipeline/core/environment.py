@@ -65,9 +65,27 @@ def gpus() -> list[str]:
 
 
 def peak_rss_bytes() -> int:
+    """This process's peak resident memory since it started, or since reset_peak_rss()."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def reset_peak_rss() -> None:
+    """Start a new peak at the current RSS (Linux ≥ 4.0: writing 5 to clear_refs resets the
+    high-water mark), so a stage run after another in one process reports its own."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def git_commit() -> dict:

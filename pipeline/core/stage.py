@@ -86,6 +86,7 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
         )
         rundir.update(stage.header, stage.name, entry)
         t0 = time.monotonic()
+        environment.reset_peak_rss()  # each stage's own peak, in a `run` of several
         try:
             # a stage may bring its own staging: serve keeps a failed attempt's files aside
             with getattr(stage, "staging", staging_dir)(rundir.path / folder) as out:
@@ -96,7 +97,11 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
             rundir.update(stage.header, stage.name, entry)
             raise
         entry.status, entry.ended = "done", now()
-        entry.metrics = {"wall_seconds": round(time.monotonic() - t0, 2), **metrics}
+        entry.metrics = {
+            "wall_seconds": round(time.monotonic() - t0, 2),
+            "peak_rss_bytes": environment.peak_rss_bytes(),  # this process; vLLM's: serve's own
+            **metrics,
+        }
         rundir.update(stage.header, stage.name, entry)
         if stage.name in HISTORY_STAGES:
             rundir.prune(stage.name, KEEP_RESULTS)

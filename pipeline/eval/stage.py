@@ -10,6 +10,7 @@ manifest's "eval" entry; per-token values in tokens.pt beside it, for paired com
 recipes. Each backend and settings keep their own result.
 """
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,6 +171,7 @@ class EvalStage(AfterQuantize):
 
         from pipeline.eval import drift, reference
 
+        started = time.monotonic()
         if not self._windows:
             self._tokenize()
         backend = _backend(self.backend)
@@ -194,7 +196,10 @@ class EvalStage(AfterQuantize):
                 "reference": {"key": self._keys[split], **drift.coverage(refs[split])},
                 "reference_cached": split not in missing,
             }
+        tasks_started = time.monotonic()
         task_rows = self._tasks() if s.tasks else []
+        tasks_seconds = time.monotonic() - tasks_started
+        self._record_overheads(time.monotonic() - started, tasks_seconds, len(missing))
         results = EvalResults(
             model=self.quantize.ref.name,
             recipe=self.quantize.recipe.name,
@@ -218,6 +223,25 @@ class EvalStage(AfterQuantize):
             "same_top_pct": h.same_top_pct,
             "gates_passed": results.gates.passed,
         }
+
+    def _record_overheads(self, seconds: float, tasks_seconds: float, references: int) -> None:
+        """What this eval took beyond the bound of its scoring: the chain plan's next estimate
+        (pipeline/perf/timing.py). The original side counts only where its reference was built."""
+        from pipeline.perf import host, timing
+
+        hw = host.here()
+        if hw is None:
+            return
+        q, s = self.quantize, self.settings
+        windows = sum(len(w) for w in self._windows.values())
+        sides = 2 if references else 1
+        work = timing.eval_work(q.config, q.recipe, windows * s.context_length, s.context_length,
+                                hw, sides)  # fmt: skip
+        timing.record(
+            f"eval-{self.backend}",
+            {"seconds": max(0.0, seconds - tasks_seconds - work), "model": q.ref.name,
+             "tasks_seconds": tasks_seconds},
+        )  # fmt: skip
 
     def _references(self, backend) -> tuple[dict, list[str]]:
         from pipeline.eval import reference

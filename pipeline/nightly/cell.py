@@ -107,6 +107,9 @@ def collect(outcome: Outcome | None) -> list:
         m = q.metrics
         found.append(Metric("checkpoint_bytes", m["tensor_bytes"], None, "lower", "memory"))
         found.append(Metric("ratio_to_bf16", m["ratio_to_bf16"], None, "lower", "memory"))
+        if m.get("ratio_to_bf16"):  # the original's 16-bit size: its point on the report's plot
+            original = m["tensor_bytes"] / m["ratio_to_bf16"]
+            found.append(Metric("original_bytes", original, None, "lower", "memory"))
     ev = by.get("eval")
     if ev and ev.status in ("done", "cached", "gate_failed"):
         results = eval_results(Path(ev.paths["results"]))
@@ -143,6 +146,14 @@ def _serving(results, Metric) -> list:
         if ttft.ratio is not None:
             found.append(
                 Metric(f"c{c}.ttft_median_ratio", ttft.ratio, ttft.ratio_se, "lower", "throughput")
+            )
+    for lv in results.cost.levels if results.cost else []:
+        c, usd = lv.concurrency, lv.usd_per_million_output_tokens
+        found.append(Metric(f"c{c}.usd_per_million", usd.quantized, None, "lower", "cost"))
+        found.append(Metric(f"c{c}.original_usd_per_million", usd.original, None, "lower", "cost"))
+        if usd.ratio is not None:
+            found.append(
+                Metric(f"c{c}.usd_per_million_ratio", usd.ratio, usd.ratio_se, "lower", "cost")
             )
     return found
 

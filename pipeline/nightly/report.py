@@ -1,8 +1,10 @@
 """`make report`: reports/<date>/index.html and summary.md with three plots (matplotlib PNGs)
 from the results store:
 
-    pareto.png      quality drift (mean KL, ± SE) vs checkpoint size, each cell as last run:
-                    the points on the lower-left frontier are the recipes worth having
+    pareto.png      quality drift (mean KL, ± SE) vs checkpoint size, each cell as last run,
+                    and each model's original (KL 0): the lower-left frontier is worth having
+    cost.png        $ per 1M output tokens (measured, at the highest concurrency served) vs
+                    mean KL, the originals at KL 0: what each recipe saves for what it loses
     throughput.png  output tokens/s vs concurrency per served artifact, its original dashed
     history.png     each gated metric over runs, one line per cell
 """
@@ -45,6 +47,7 @@ def write(db: str | None, out_root: Path) -> Path:
     cells = _latest_cells(store, runs)
     with staging_dir(out_root / day) as tmp:
         _pareto(cells, tmp / "pareto.png")
+        _cost(cells, tmp / "cost.png")
         _throughput(cells, tmp / "throughput.png")
         _history(history, runs, tmp / "history.png")
         table = night.render(rows)
@@ -68,31 +71,71 @@ def _pareto(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    points = []
+    points, originals = [], {}
     for r in rows:
         m = r["metrics"]
+        if "original_bytes" in m:
+            originals[r["model"]] = m["original_bytes"].value / MIB
         if "kl_mean" in m and "checkpoint_bytes" in m:
             x, kl = m["checkpoint_bytes"].value / MIB, m["kl_mean"]
-            ax.errorbar(x, kl.value, yerr=kl.se or 0, fmt="o", capsize=3)
-            ax.annotate(
-                f"{r['model']} × {r['cell']}",
-                (x, kl.value),
-                textcoords="offset points",
-                xytext=(6, 4),
-                fontsize=8,
-            )
+            _point(ax, x, kl.value, kl.se, f"{r['model']} × {r['cell']}")
             points.append((x, kl.value))
+    for model, x in originals.items():
+        _point(ax, x, 0.0, None, f"{model} original", marker="s")
+        points.append((x, 0.0))
     frontier = _frontier(points)
     if len(frontier) > 1:
         ax.plot(*zip(*frontier, strict=True), "--", color="grey", lw=1, label="Pareto frontier")
         ax.legend(fontsize=8)
     ax.set_xlabel("checkpoint size (MiB)")
-    ax.set_ylabel("mean KL vs original (nats/token)")
-    if points and min(p[1] for p in points) > 0:
-        ax.set_yscale("log")
+    _kl_axis(ax, [y for _, y in points], "y")
     ax.set_title("Quality drift vs weight memory (lower-left is better)")
     ax.grid(alpha=0.3)
     _save(fig, path)
+
+
+def _cost(rows: list[dict], path: Path) -> None:
+    """$ per 1M output tokens at the highest concurrency each cell served, vs its mean KL."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    kls, originals = [], {}
+    for r in rows:
+        m, levels = r["metrics"], _levels(r["metrics"])
+        top = max((c for c in levels if "usd_per_million" in levels[c]), default=None)
+        if top is None or "kl_mean" not in m:
+            continue
+        kl = m["kl_mean"]
+        _point(ax, kl.value, levels[top]["usd_per_million"], None,
+               f"{r['model']} × {r['cell']} (c={top})", xerr=kl.se)  # fmt: skip
+        kls.append(kl.value)
+        originals.setdefault(r["model"], (top, levels[top].get("original_usd_per_million")))
+    for model, (top, usd) in originals.items():
+        if usd is not None:
+            _point(ax, 0.0, usd, None, f"{model} original (c={top})", marker="s")
+            kls.append(0.0)
+    if not kls:
+        ax.text(0.5, 0.5, "no served and evaluated cells", ha="center", transform=ax.transAxes)
+    _kl_axis(ax, kls, "x")
+    ax.set_ylabel("$ per 1M output tokens (measured)")
+    ax.set_title("Cost vs quality drift (lower-left is better)")
+    ax.grid(alpha=0.3)
+    _save(fig, path)
+
+
+def _point(ax, x, y, yerr, label: str, marker: str = "o", xerr=None) -> None:
+    ax.errorbar(x, y, yerr=yerr or 0, xerr=xerr or 0, fmt=marker, capsize=3)
+    ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+
+
+def _kl_axis(ax, values: list[float], which: str) -> None:
+    """Mean KL on a log scale that still shows the originals' 0 (linear below the smallest
+    drift)."""
+    label = "mean KL vs original (nats/token)"
+    getattr(ax, f"set_{which}label")(label)
+    positive = [v for v in values if v > 0]
+    if positive:
+        getattr(ax, f"set_{which}scale")("symlog", linthresh=min(positive) / 2)
 
 
 def _frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -210,6 +253,7 @@ def _markdown(latest: dict, runs: list[dict], table: str) -> str:
         f"Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC.\n\n"
         f"```\n{table}\n```\n\n"
         "![Quality drift vs weight memory](pareto.png)\n\n"
+        "![Cost vs quality drift](cost.png)\n\n"
         "![Throughput vs concurrency](throughput.png)\n\n"
         "![History](history.png)\n"
     )
@@ -225,6 +269,7 @@ def _html(latest: dict, runs: list[dict], table: str) -> str:
 {latest["ended"] or "interrupted"}), {len(runs)} runs in the store.</p>
 <pre>{html.escape(table)}</pre>
 <h2>Quality drift vs weight memory</h2><img src="pareto.png" alt="mean KL vs size">
+<h2>Cost vs quality drift</h2><img src="cost.png" alt="$ per 1M output tokens vs mean KL">
 <h2>Throughput vs concurrency</h2><img src="throughput.png" alt="output tokens/s vs concurrency">
 <h2>History</h2><img src="history.png" alt="metrics over runs">
 </body></html>

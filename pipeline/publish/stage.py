@@ -209,8 +209,19 @@ def card_inputs(stage: PublishStage) -> card.CardInputs:
         serve_environment=hardware,
         used=record.used,
         pipeline=record.pipeline,
+        deployment=_deployment(q, rf),
         forced=list(stage.problems),
     )
+
+
+def _deployment(q: QuantizeStage, rf) -> list[dict]:
+    """The original and this recipe as `make advise` bounds them on the reference GPU."""
+    from pipeline.perf import advise, gpus, prices
+
+    hw = gpus.SPECS[advise.REFERENCE_GPU]
+    ask = advise.Ask(advise.REFERENCE_USERS, advise.REFERENCE_CONTEXT)
+    rows = advise.advise(None, q.config, [rf], hw, prices.gpu(hw.name), ask)
+    return [{**r.describe(), "hardware": hw.name, "ask": ask.__dict__} for r in rows]
 
 
 def base_license(qjob: QuantizeStage) -> str | None:

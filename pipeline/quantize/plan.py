@@ -103,10 +103,13 @@ def artifact_bytes(recipe: RecipeFile, config: dict, scales: bool = True) -> int
     pairs = assigned(recipe, config)
     qparams = sum(lin.params for lin, _ in pairs)
     total = architecture.total_params(config)
-    quantized = sum(
-        lin.params * s.weight_bits / 8 + (_scale_bytes(lin, s) if scales else 0) for lin, s in pairs
-    )
+    quantized = sum(linear_bytes(lin, s, scales) for lin, s in pairs)
     return int(quantized + (total - qparams) * 2)
+
+
+def linear_bytes(lin: architecture.Linear, scheme: Scheme, scales: bool = True) -> float:
+    """One quantized Linear's stored bytes: weights at their bits, + scales and zero points."""
+    return lin.params * scheme.weight_bits / 8 + (_scale_bytes(lin, scheme) if scales else 0)
 
 
 def bits_per_weight(recipe: RecipeFile, config: dict) -> float:

@@ -43,10 +43,14 @@ def paired(o: Level, q: Level, metric: str, floor: float | None = None) -> Pair:
         return base.model_copy(update={"ratio": None, "note": FLOOR_NOTE})
     if any(a == 0 for a, _ in values):
         return base.model_copy(update={"ratio": None})
-    ratios = [b / a for a, b in values]
+    return base.model_copy(update=ratio_stats([b / a for a, b in values]))
+
+
+def ratio_stats(ratios: list[float]) -> dict:
+    """A Pair's ratio fields from the repeats' paired ratios: median, range, SE of the mean."""
     se = statistics.stdev(ratios) / len(ratios) ** 0.5 if len(ratios) > 1 else None
-    update = {"ratio": statistics.median(ratios), "spread": (min(ratios), max(ratios))}
-    return base.model_copy(update=update | {"ratio_se": se})
+    spread = (min(ratios), max(ratios))
+    return {"ratio": statistics.median(ratios), "spread": spread, "ratio_se": se}
 
 
 def unpaired(o: Level, q: Level, metric: str, floor: float | None = None) -> Pair:

@@ -182,6 +182,51 @@ class Predicted(BaseModel):
     kv_cache_tokens_measured: int | None
 
 
+class CostLevel(BaseModel):
+    concurrency: int
+    usd_per_million_output_tokens: Pair = Field(
+        description="price × GPUs (or hosts) / measured output tokens/s; ratio: quantized / "
+        "original, paired per repeat where the sides were benchmarked alternately"
+    )
+
+
+class Cost(BaseModel):
+    """What the measured throughput costs at the price of the hardware it ran on."""
+
+    hardware: str = Field(description="the GPU type (pipeline/perf/gpus.py) or 'CPU host'")
+    usd_per_hour: float = Field(description="one GPU, or the host")
+    price_source: str = Field(description="the prices table's provider and date, or the user")
+    units: dict[str, int] = Field(description="GPUs (or hosts) each side ran on")
+    levels: list[CostLevel]
+    at_slo_capacity: Pair = Field(
+        description="each side at its own SLO capacity (a ratio of medians; None: no capacity)"
+    )
+
+
+class BoundLevel(BaseModel):
+    concurrency: int
+    decode_step_bound_ms: float = Field(
+        description="roofline: the least time a decode step of this many sequences can take"
+    )
+    bound_by: str = Field(description="memory or compute, at the bound")
+    tpot_median_ms: float | None = Field(description="measured time per output token")
+    measured_over_bound: float | None = Field(
+        description="measured decode tokens/s ÷ the bound's (= bound step / measured TPOT): "
+        "how close the engine came; ≤ 1 unless the bound is wrong"
+    )
+
+
+class BoundCheck(BaseModel):
+    """Each side's measured decode rate against the roofline bound of the hardware it ran on
+    (pipeline/perf/bound.py; on a CPU host its measured bandwidth and matmul rate)."""
+
+    hardware: str
+    hardware_source: str
+    context: int = Field(description="cached tokens per sequence at the bound: input + output / 2")
+    original: list[BoundLevel]
+    quantized: list[BoundLevel]
+
+
 class ServeResults(BaseModel):
     schema_version: int = Field(SCHEMA_VERSION, description="bumped when fields change meaning")
     model: str
@@ -193,6 +238,8 @@ class ServeResults(BaseModel):
     comparison: Comparison = Field(description="quantized / original, memory and per level")
     slo: Slo = Field(description="SLO capacity and goodput of both models")
     predicted: dict[str, Predicted] = Field(description="original and quantized")
+    cost: Cost | None = Field(None, description="$ per 1M output tokens (None: no price known)")
+    bound: BoundCheck | None = Field(None, description="measured decode vs the roofline bound")
     complete: bool = Field(description="false only in a failed run's <fingerprint>.incomplete/")
 
 

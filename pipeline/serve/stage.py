@@ -17,6 +17,7 @@ own. A failed run leaves <fingerprint>.incomplete/ (results.json "complete": fal
 import contextlib
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,8 @@ from pipeline.core.files import sha256_json, staging_dir, waiting_lock, write_js
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.quantize.stage import QuantizeStage
+from pipeline.serve import cost, server, slo
 from pipeline.serve import results as serve_results
-from pipeline.serve import server, slo
 from pipeline.serve.compare import compare
 from pipeline.serve.measure import Side, measure
 from pipeline.serve.results import Measurement, Predicted, ServeResults, Slo
@@ -129,6 +130,7 @@ class ServeStage(AfterQuantize):
         return keep_incomplete(final)
 
     def work(self, out: Path) -> dict:
+        started = time.monotonic()
         q = self.quantize
         name = f"{q.ref.name}-{q.recipe.name}"
         mine_side = Side(
@@ -144,6 +146,8 @@ class ServeStage(AfterQuantize):
             measured = measure([mine_side])
         mine = Measurement.model_validate(measured["quantized"])
         predicted = self._predicted(base, mine)
+        slo_found = self._slo(base, mine, predicted)
+        hw, price, hw_name = cost.hardware()  # after the servers stopped: the host measures idle
         results = ServeResults(
             model=q.ref.name,
             recipe=q.recipe.name,
@@ -152,11 +156,14 @@ class ServeStage(AfterQuantize):
             original=base,
             original_cached=base_cached,
             comparison=compare(base, mine, is_paired),
-            slo=self._slo(base, mine, predicted),
+            slo=slo_found,
             predicted={side: p for side, (p, _) in predicted.items()},
+            cost=cost.cost(base, mine, slo_found, is_paired, price, hw_name),
+            bound=cost.against_bound(q.config, q.recipe, base, mine, self.settings, hw),
             complete=True,
         )
         write_json_atomic(out / "results.json", results.model_dump(mode="json"))
+        cost.record_overheads(results, time.monotonic() - started, base_cached)
         top = max(results.comparison.levels, key=lambda lv: lv.concurrency, default=None)
         return {
             "original_cached": base_cached,

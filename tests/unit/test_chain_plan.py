@@ -79,3 +79,32 @@ def test_the_chain_plan_imports_no_torch(tmp_path):
                           "--dry-run")  # fmt: skip
     assert last.startswith("HEAVY= CODE="), result.stderr[-2000:]
     assert "chain plan: llama3-70b × fp8" in result.stdout
+
+
+def test_eval_and_serve_time_are_measured_overheads_plus_the_bound(capsys, monkeypatch, tmp_path):
+    """Given this host's rates and an earlier eval's and serve's overheads (written as the
+    stages write them), the estimate is their sum with the bound of this run's work."""
+    from pipeline.core.files import write_json_atomic
+    from pipeline.perf import host, timing
+
+    monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("pipeline.core.environment.gpus", lambda: [])
+    _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
+                    "--recipe", "fp8")  # fmt: skip
+    assert plan["stages"]["eval"]["time_seconds"] is None  # no rates measured here yet
+    assert plan["stages"]["eval"]["time"].startswith("unknown")
+    rates = {"bytes_s": 20e9, "flops_s": 100e9, "threads": 2, "cpu_model": "test",
+             "memory_bytes": 24 * GIB, "measured": "2026-12-01"}  # fmt: skip
+    write_json_atomic(host._path(), rates)
+    _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
+                    "--recipe", "fp8")  # fmt: skip
+    bound_only = plan["stages"]["eval"]["time_seconds"]
+    assert bound_only > 0 and "≥ the bound" in plan["stages"]["eval"]["time"]
+    timing.record("eval-hf", {"seconds": 30.0, "model": "tiny", "tasks_seconds": 20.0})
+    timing.record("serve", {"seconds": 60.0, "model": "tiny", "step_seconds": {"1": 0.0}})
+    _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
+                    "--recipe", "fp8")  # fmt: skip
+    # the recipe has an lm-eval task: its measured time is added, as a floor
+    assert plan["stages"]["eval"]["time_seconds"] == pytest.approx(bound_only + 30 + 20)
+    serve = plan["stages"]["serve"]
+    assert serve["time_seconds"] > 60 and "measured overheads (60 s, tiny)" in serve["time"]

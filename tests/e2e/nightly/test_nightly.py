@@ -61,6 +61,10 @@ def test_default_matrix_runs_and_the_second_run_compares(default_twice, session_
     metrics = store.metrics_of(runs[1]["id"], "tiny-llama", "fp8")
     assert {"kl_mean", "same_top_pct", "ppl_ratio", "checkpoint_bytes"} <= set(metrics)
     assert metrics["kl_mean"].se > 0 and "c4.output_tok_s_ratio" in metrics
+    # the cost of each side at each level, as the serve results have it
+    usd = metrics["c4.usd_per_million_ratio"]
+    assert usd.value > 0 and metrics["c4.original_usd_per_million"].value > 0
+    assert metrics["original_bytes"].value > metrics["checkpoint_bytes"].value
     path = results_path(session_runs / "tiny-llama" / "fp8", "eval")
     assert metrics["kl_mean"].value == json.loads(path.read_text())["splits"]["heldout"]["kl_mean"]
     with store.engine.connect() as c:
@@ -77,7 +81,7 @@ def test_report_writes_html_and_plots(default_twice, session_runs, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     (day,) = (tmp_path / "reports").iterdir()
     html = (day / "index.html").read_text()
-    for png in ("pareto.png", "throughput.png", "history.png"):
+    for png in ("pareto.png", "cost.png", "throughput.png", "history.png"):
         assert f'src="{png}"' in html
         assert (day / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # a real PNG
         assert (day / png).stat().st_size > 10_000  # with something drawn on it

@@ -90,6 +90,12 @@ def test_dry_run_writes_a_complete_card_and_sends_nothing(published_run, session
     assert f"{kv:,}" in body and "vllm serve acme/tiny-llama-fp8" in body
     assert "from openai import OpenAI" in body and "make run MODEL=tiny-llama RECIPE=fp8" in body
     assert "Published with `--ignore-gates`" not in body
+    # the deployment table (bound, reference GPU) and the measured cost where it was served
+    assert "Sized for 100 users × 4,000 tokens of context on H100-80GB" in body
+    assert "| original |" in body and "| fp8 |" in body
+    top = max(serve_results["cost"]["levels"], key=lambda lv: lv["concurrency"])
+    usd = top["usd_per_million_output_tokens"]["quantized"]
+    assert "Measured where it was served (CPU host" in body and f"${usd:.3f}" in body
     manifest = json.loads((published_run / "manifest.json").read_text())
     eval_fp = manifest["stages"]["eval"]["fingerprint"]
     assert f"eval result `{eval_fp[:16]}`" in body  # which of the kept results the card reports

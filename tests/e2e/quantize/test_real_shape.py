@@ -18,20 +18,6 @@ GIB = 2**30
 
 
 @pytest.fixture(scope="module")
-def real_shape() -> Path:
-    """Built in its own process, as a user's checkpoint is: a build in this process leaves it
-    holding ~4 GiB, and the quantize measured next peaked 0.8 GiB higher (2.94 vs 2.12 GiB)."""
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO
-
-    command = [sys.executable, "-m", "pipeline.models.realshape", "llama3-8b", "--layers", "1"]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True)
-    return Path(done.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
 def fp8_runs(real_shape, tmp_path_factory) -> dict:
     """fp8 on each path: {path: (metrics, artifact folder)}."""
     found = {}

@@ -98,3 +98,16 @@ def test_single_result_stages_replace_their_folder(tmp_path):
     second, _ = execute(s)
     assert first.outputs == second.outputs == {"results": "artifact/results.json"}
     assert s.rundir.manifest().results == {}
+
+
+def test_each_stage_records_its_own_peak_rss(tmp_path):
+    """A stage run after a memory-hungry one in the same process (`make run`) reports its own
+    peak, not the process's."""
+    import psutil
+
+    held = bytearray(400 * 2**20)  # 400 MiB touched before the stage: the process's peak
+    held[::4096] = b"x" * len(held[::4096])
+    del held
+    before = psutil.Process().memory_info().rss
+    entry, _ = execute(_stage(tmp_path))
+    assert 0 < entry.metrics["peak_rss_bytes"] < before + 200 * 2**20

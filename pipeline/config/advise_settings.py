@@ -1,0 +1,21 @@
+"""`make advise`'s numbers: one definition gives the flags, their help and their range checks."""
+
+from pydantic import Field
+
+from pipeline.config.strict import Strict
+
+
+class AdviseSettings(Strict):
+    users: int = Field(100, gt=0, description="concurrent users")
+    context: int = Field(4000, gt=0, description="tokens of context per user")
+    slo_ttft_ms: float | None = Field(None, gt=0, description="time to first token at most")
+    slo_itl_ms: float | None = Field(None, gt=0, description="inter-token latency at most")
+    max_kl: float | None = Field(None, ge=0, description="mean KL vs the original at most")
+    gpu_hour_usd: float | None = Field(
+        None, gt=0, description="price of one GPU-hour (default: pipeline/perf/prices.toml)"
+    )
+    host_hour_usd: float | None = Field(None, gt=0, description="price of this host's hour")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="as given to vllm serve")
+    overhead_gib: float = Field(
+        2.0, ge=0, le=2**20, description="per GPU: activations, graphs, NCCL"
+    )

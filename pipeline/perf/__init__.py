@@ -1,0 +1,1 @@
+"""Performance bounds and cost: GPU specs, prices, the roofline bound per step, `make advise`."""

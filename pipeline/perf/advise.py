@@ -1,0 +1,322 @@
+"""`make advise`: which recipe to deploy, on how many GPUs, at what cost and what quality loss.
+
+Per candidate (the original, each recipe; vLLM's online FP8 among them) × KV-cache dtype × the
+tensor-parallel sizes from the fewest GPUs that hold USERS × CONTEXT (the capacity planner) up
+to 8× that: the decode step of USERS sequences at CONTEXT tokens and the prefill of one
+CONTEXT-token prompt, bounded by pipeline/perf/bound.py on the GPU; the cheapest deployment
+that meets the SLO is the candidate's row. Rows are ranked by $ per 1M output tokens among
+those that meet the SLO and the quality gate (MAX_KL); the rest follow with the reason.
+
+Every figure says where it comes from: `measured` (this model and recipe's latest eval / serve
+in the runs folder; serve figures only where they ran on the hardware asked about), `bound`
+(the roofline: no engine does better) or `planned` (the capacity planner's memory arithmetic).
+Quality not measured is "not evaluated", never a guess.
+"""
+
+from dataclasses import asdict, dataclass, field
+
+from pipeline import capacity
+from pipeline.core.rundir import RunDir
+from pipeline.perf import bound, prices
+from pipeline.perf.gpus import Hardware
+from pipeline.quantize.plan import artifact_bytes
+
+KV_DTYPES = ("auto", "fp8")
+# what a card's deployment table and `make advise` assume unless told: the README's headline
+REFERENCE_GPU, REFERENCE_USERS, REFERENCE_CONTEXT = "H100-80GB", 100, 4000
+WIDEST = 8  # tensor-parallel sizes tried: from the fewest GPUs that fit to this many times it
+
+
+@dataclass
+class Row:
+    recipe: str
+    kv_dtype: str | None = None
+    gpus: int | None = None  # tensor-parallel size (planned); None: does not fit
+    max_users: int | None = None  # planned
+    weights_bytes: int = 0  # planned
+    compute: str = "bf16"  # the tensor cores the step runs on
+    itl_ms: float | None = None
+    ttft_ms: float | None = None
+    tokens_s_per_gpu: float | None = None
+    usd_per_hour: float | None = None
+    usd_per_million: float | None = None
+    performance_source: str = "bound"
+    meets_slo: bool | None = None
+    quality: dict = field(default_factory=lambda: {"source": "not evaluated"})
+    rejected: str | None = None  # why the row is not ranked
+
+    def describe(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Ask:
+    users: int
+    context: int
+    slo_ttft_ms: float | None = None
+    slo_itl_ms: float | None = None
+    max_kl: float | None = None
+    utilization: float = 0.9
+    overhead_gib: float = capacity.OVERHEAD_GIB
+
+
+def advise(
+    model_name: str | None,
+    config: dict,
+    recipes: list,
+    hw: Hardware,
+    price: prices.Price | None,
+    ask: Ask,
+) -> list[Row]:
+    """Rows ranked; `model_name` None: bounds and plans only (the runs folder is not read)."""
+    rows = [_best(model_name, config, r, hw, price, ask) for r in [None, *recipes]]
+    for row in rows:
+        row.rejected = _rejected(row, ask)
+    ranked = sorted(
+        (r for r in rows if not r.rejected),
+        key=lambda r: (r.usd_per_million is None, r.usd_per_million or 0, r.gpus or 0),
+    )
+    return ranked + [r for r in rows if r.rejected]
+
+
+def _best(model_name, config, recipe, hw, price, ask) -> Row:
+    name = recipe.name if recipe else "original"
+    weights = artifact_bytes(recipe, config) if recipe else _original_bytes(config)
+    footprint = bound.footprint(config, recipe)
+    kv_dtypes = ["fp8"] if recipe and recipe.kv_cache_scheme() else list(KV_DTYPES)
+    candidates = []
+    for kv in kv_dtypes:
+        for tp in _tensor_parallel(config, weights, kv, hw, ask):
+            candidates.append(_deployment(name, config, footprint, weights, kv, tp, hw, price, ask))
+    row = _cheapest(candidates) or Row(name, weights_bytes=weights, compute=footprint.compute)
+    if model_name is None:
+        return row
+    row.quality = _quality(model_name, name)
+    if measured := _measured_serve(model_name, name, hw, price, ask):
+        row.__dict__.update(measured)
+    return row
+
+
+def _deployment(name, config, fp, weights, kv, tp, hw, price, ask) -> Row:
+    decode = bound.decode(config, fp, hw, ask.users, ask.context, kv, tp)
+    prefill = bound.prefill(config, fp, hw, 1, ask.context, kv, tp)
+    row_plan = _plan_row(config, name, weights, kv, ask, hw.memory_bytes, tp)
+    tokens_s = ask.users / decode.seconds
+    row = Row(
+        recipe=name,
+        kv_dtype=kv,
+        gpus=tp,
+        max_users=row_plan.max_users,
+        weights_bytes=weights,
+        compute=decode.compute,
+        itl_ms=decode.seconds * 1e3,
+        ttft_ms=prefill.seconds * 1e3,
+        tokens_s_per_gpu=tokens_s / tp,
+    )
+    if price:
+        row.usd_per_hour = price.usd_per_hour * tp
+        row.usd_per_million = price.per_million(tp, tokens_s)
+    row.meets_slo = _meets(row.ttft_ms, row.itl_ms, ask)
+    return row
+
+
+def _cheapest(rows: list[Row]) -> Row | None:
+    if not rows:
+        return None
+    meeting = [r for r in rows if r.meets_slo] or rows
+    return min(meeting, key=lambda r: (r.usd_per_million or 0, r.gpus, r.kv_dtype != "auto"))
+
+
+def _tensor_parallel(config, weights, kv, hw, ask) -> list[int]:
+    """The fewest GPUs that hold the weights and USERS × CONTEXT of KV, and wider ones."""
+    fewest = _plan_row(config, "", weights, kv, ask, hw.memory_bytes, None).gpus
+    if fewest is None:
+        return []
+    heads = config["num_attention_heads"]
+    widest = min(capacity.MAX_TP, fewest * WIDEST)
+    return [tp for tp in range(fewest, widest + 1) if heads % tp == 0]
+
+
+def _plan_row(config, name, weights, kv, ask, gpu_bytes, tp) -> capacity.Row:
+    """The planner's row; with `tp`, its users at exactly that size."""
+    overhead = int(ask.overhead_gib * capacity.GIB)
+    scheduled = capacity.scheduled_tokens("", gpu_bytes)
+    if tp is None:
+        return capacity.plan_row(
+            config, name, weights, kv, ask.users, ask.context, gpu_bytes, ask.utilization,
+            overhead, scheduled,
+        )  # fmt: skip
+    room = gpu_bytes * ask.utilization - overhead - weights / tp
+    size = capacity.element_bytes(kv)
+    from pipeline.models import kv_layout
+
+    sequence = kv_layout.bytes_per_sequence(config, size, ask.context, scheduled, tp)
+    users = int(room // sequence) if room > 0 else 0
+    return capacity.Row(name, kv, weights, 0, 0, tp, users, int(room * tp))
+
+
+def _meets(ttft_ms: float | None, itl_ms: float | None, ask: Ask) -> bool | None:
+    if ask.slo_ttft_ms is None and ask.slo_itl_ms is None:
+        return None
+    checks = []
+    if ask.slo_ttft_ms is not None:
+        checks.append(ttft_ms is not None and ttft_ms <= ask.slo_ttft_ms)
+    if ask.slo_itl_ms is not None:
+        checks.append(itl_ms is not None and itl_ms <= ask.slo_itl_ms)
+    return all(checks)
+
+
+def _rejected(row: Row, ask: Ask) -> str | None:
+    if row.gpus is None:
+        return f"does not fit {ask.users} × {ask.context:,} tokens on ≤ {capacity.MAX_TP} GPUs"
+    if row.meets_slo is False:
+        return "misses the SLO"
+    kl = row.quality.get("kl_mean")
+    if ask.max_kl is not None and kl is not None and kl > ask.max_kl:
+        return f"mean KL {kl:.3g} > MAX_KL {ask.max_kl:g}"
+    return None
+
+
+def _original_bytes(config: dict) -> int:
+    from pipeline.models import architecture
+
+    return architecture.total_params(config) * 2
+
+
+def _quality(model_name: str, recipe_name: str) -> dict:
+    """The latest eval of this model × recipe in the runs folder (the original: no drift)."""
+    if recipe_name == "original":
+        return {"source": "reference", "kl_mean": 0.0, "kl_mean_se": 0.0, "same_top_pct": 100.0}
+    from pipeline.eval import results as eval_results
+
+    rundir = RunDir(model_name, recipe_name)
+    entry = rundir.stage("eval")
+    if not entry or entry.status != "done" or "results" not in entry.outputs:
+        return {"source": "not evaluated"}
+    try:
+        found = eval_results.EvalResults.model_validate_json(
+            (rundir.path / entry.outputs["results"]).read_text()
+        )
+    except (OSError, ValueError):
+        return {"source": "not evaluated"}
+    split = found.splits.get("heldout") or next(iter(found.splits.values()))
+    tasks = [t.quantized for t in found.tasks]
+    return {
+        "source": "measured",
+        "kl_mean": split.kl_mean,
+        "kl_mean_se": split.kl_mean_se,
+        "same_top_pct": split.same_top_pct,
+        "task_score": sum(tasks) / len(tasks) if tasks else None,
+        "backend": found.backend,
+    }
+
+
+def _measured_serve(model_name, recipe_name, hw: Hardware, price, ask) -> dict | None:
+    """This model × recipe's latest serve, where it ran on `hw`: output tokens/s per GPU (or
+    per host) at the highest concurrency tested ≤ USERS, its ITL and TTFT, and the $ they
+    give."""
+    from pipeline.serve import results as serve_results
+
+    recipe_dir = "original" if recipe_name == "original" else recipe_name
+    for rundir in _serve_dirs(model_name, recipe_dir):
+        entry = rundir.stage("serve")
+        if not entry or entry.status != "done" or not _same_hardware(entry.environment, hw):
+            continue
+        try:
+            found = serve_results.load(rundir.path / entry.outputs["results"])
+        except (OSError, ValueError, KeyError):
+            continue
+        side = found.original if recipe_name == "original" else found.quantized
+        levels = sorted(side.levels, key=lambda lv: lv.concurrency)
+        level = ([lv for lv in levels if lv.concurrency <= ask.users] or levels[:1])[-1:]
+        if not level:
+            continue
+        lv, units = level[0], side.gpus or 1
+        measured = {
+            "performance_source": f"measured (serve, concurrency {lv.concurrency})",
+            "itl_ms": lv.itl_median_ms,
+            "ttft_ms": lv.ttft_median_ms,
+            "tokens_s_per_gpu": lv.output_tok_s / units,
+            "gpus": units,
+        }
+        if price:
+            measured["usd_per_hour"] = price.usd_per_hour * units
+            measured["usd_per_million"] = price.per_million(units, lv.output_tok_s)
+        measured["meets_slo"] = _meets(lv.ttft_median_ms, lv.itl_median_ms, ask)
+        return measured
+    return None
+
+
+def _serve_dirs(model_name: str, recipe_dir: str) -> list[RunDir]:
+    """Where a side was served: its own run dir; the original, beside any recipe."""
+    from pipeline.core.paths import runs_root
+
+    if recipe_dir != "original":
+        return [RunDir(model_name, recipe_dir)]
+    return [RunDir(model_name, p.name) for p in sorted((runs_root() / model_name).glob("*"))]
+
+
+def _same_hardware(environment: dict, hw: Hardware) -> bool:
+    """A serve measured on this hardware: the same GPU type, or this CPU host."""
+    from pipeline.perf import gpus
+
+    found = environment.get("gpus") or []
+    if hw.name.startswith("this host"):
+        return not found
+    return bool(found) and gpus.match(found[0]) == hw
+
+
+def render(rows: list[Row], header: str, price: prices.Price | None) -> str:
+    lines = [
+        header,
+        f"{'recipe':<12} {'KV':>4} {'GPUs':>4} {'users':>6} {'tok/s/GPU':>10} {'ITL ms':>7} "
+        f"{'TTFT ms':>8} {'$/h':>7} {'$/1M tok':>9}  {'perf':<8} {'mean KL ± SE':<20} "
+        f"{'same-top':>8}  note",
+    ]
+    for r in rows:
+        q = r.quality
+        if q["source"] == "reference":
+            kl, same = "reference (no drift)", "100%"
+        elif "kl_mean" in q:
+            kl = f"{q['kl_mean']:.2e} ± {q['kl_mean_se']:.1e}"
+            same = f"{q['same_top_pct']:.1f}%"
+        else:
+            kl, same = q["source"], "-"
+        lines.append(
+            f"{r.recipe:<12} {_kv(r.kv_dtype):>4} {_n(r.gpus):>4} {_n(r.max_users):>6} "
+            f"{_f(r.tokens_s_per_gpu, '.1f'):>10} {_f(r.itl_ms, '.2f'):>7} "
+            f"{_f(r.ttft_ms, '.1f'):>8} {_f(r.usd_per_hour, '.2f'):>7} "
+            f"{_f(r.usd_per_million, '.3f'):>9}  {r.performance_source.split(' ')[0]:<8} "
+            f"{kl:<20} {same:>8}  {r.rejected or ''}"
+        )
+    lines.append(
+        "perf: bound = roofline (no engine does better), measured = this model's serve on this "
+        "hardware; GPUs and users: planned (KV for users × context); KL: measured with the "
+        "recipe's own KV cache"
+    )
+    lines.append(f"price: {price.usd_per_hour:g} $/h per GPU, {price.source}" if price else
+                 "price: none for this GPU (--gpu-hour-usd)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _kv(kv: str | None) -> str:
+    return {"auto": "16", None: "-"}.get(kv, kv)
+
+
+def _n(value) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _f(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def describe_ask(ask: Ask) -> str:
+    parts = [f"{ask.users} users × {ask.context:,} tokens of context"]
+    if ask.slo_ttft_ms is not None:
+        parts.append(f"TTFT ≤ {ask.slo_ttft_ms:g} ms")
+    if ask.slo_itl_ms is not None:
+        parts.append(f"ITL ≤ {ask.slo_itl_ms:g} ms")
+    if ask.max_kl is not None:
+        parts.append(f"mean KL ≤ {ask.max_kl:g}")
+    return ", ".join(parts)

@@ -1,0 +1,106 @@
+"""This host's own roofline: its memory bandwidth and matmul rate, measured once and cached.
+
+What vLLM's CPU engine can at best do here is the same bound as on a GPU (pipeline/perf/
+bound.py) with these rates: bandwidth is the best of reading and of copying a 1 GiB tensor on
+every core; the matmul rate that of the faster of bf16 and float32 (the CPU engine's kernels
+may upcast) on 2048-square products. Best of a few repeats each: a bound is what the hardware
+reaches, not a mean.
+"""
+
+import json
+import os
+import time
+
+from pipeline.core import environment
+from pipeline.core.files import sha256_text, write_json_atomic
+from pipeline.core.paths import cache_root
+from pipeline.perf.gpus import Hardware
+
+REPEATS = 5
+SIZE = 2**30  # bytes streamed per bandwidth repeat: well past any CPU cache
+MATMUL = 2048
+
+
+def hardware(measure: bool = True) -> Hardware | None:
+    """This host as Hardware, from the cached measurement (measured on first use: ~10 s; with
+    measure=False, None until something measured it: a plan imports no torch)."""
+    rates = measured() if measure or _path().is_file() else None
+    if rates is None:
+        return None
+    return Hardware(
+        name=f"this host ({rates['cpu_model']}, {rates['threads']} threads)",
+        memory_bytes=rates["memory_bytes"],
+        bytes_s=rates["bytes_s"],
+        peak_flops={"bf16": rates["flops_s"]},
+        link_bytes_s=0.0,
+        source=f"measured {rates['measured']} (pipeline/perf/host.py)",
+    )
+
+
+def _path():
+    info = environment.host()
+    key = sha256_text(f"{info['hostname']} {info['cpu_model']} {os.cpu_count()}")[:12]
+    return cache_root() / f"host-rates-{key}.json"
+
+
+def measured() -> dict:
+    path = _path()
+    if path.is_file():
+        return json.loads(path.read_text())
+    info = environment.host()
+    rates = {
+        **_measure(),
+        "cpu_model": info["cpu_model"],
+        "memory_bytes": info["memory_bytes"],
+        "measured": time.strftime("%Y-%m-%d"),
+    }
+    write_json_atomic(path, rates)
+    return rates
+
+
+def _measure() -> dict:
+    import torch
+
+    threads = os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    # a small probe picks the faster dtype: without AVX-512 BF16 / AMX a bf16 matmul runs
+    # ~100x slower than float32, and measuring it at full size would take minutes
+    probe = {dtype: _matmul_rate(torch, dtype, 256) for dtype in (torch.bfloat16, torch.float32)}
+    fastest = max(probe, key=probe.get)
+    flops = _matmul_rate(torch, fastest, MATMUL)
+    return {"bytes_s": _bandwidth(torch), "flops_s": flops, "threads": threads,
+            "matmul_dtype": str(fastest).removeprefix("torch.")}  # fmt: skip
+
+
+def _matmul_rate(torch, dtype, n: int) -> float:
+    a = torch.randn(n, n, dtype=dtype)
+    return 2 * n**3 / _best(lambda: a @ a)
+
+
+def _bandwidth(torch) -> float:
+    x = torch.ones(SIZE // 4, dtype=torch.float32)
+    y = torch.empty_like(x)
+    read = SIZE / _best(x.sum)
+    copy = 2 * SIZE / _best(lambda: y.copy_(x))
+    return max(read, copy)
+
+
+def _best(work) -> float:
+    work()  # warm: page faults, thread pool start
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def here(measure: bool = True) -> Hardware | None:
+    """What this host computes on: its first GPU's spec (None: a GPU not in the table), or its
+    CPU with the measured rates."""
+    from pipeline.perf import gpus
+
+    found = environment.gpus()
+    if found:
+        return gpus.match(found[0])
+    return hardware(measure)

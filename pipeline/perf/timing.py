@@ -1,0 +1,87 @@
+"""Time estimates for the chain's plan: this host's measured overheads + the roofline bound.
+
+A stage's wall time splits into what does not grow with the model — imports, tokenizing, engine
+start-up, per-step scheduling — and the work, which does (FLOPs and bytes: this host's roofline,
+pipeline/perf/host.py, or a GPU's). Each finished eval and serve records its overheads here
+(its wall time minus its own bound); the plan adds the next run's bound to the newest of them.
+Without an earlier run on this host the estimate is the bound alone, said to be a lower bound.
+lm-eval tasks are added as measured (their time grows with the model: a floor).
+"""
+
+import json
+import math
+
+from pipeline.core import environment
+from pipeline.core.files import sha256_text, write_json_atomic
+from pipeline.core.paths import cache_root
+from pipeline.perf import bound
+
+EVAL_BATCH = 4  # windows per forward (pipeline/eval/backends: hf batch_size, vllm BATCH_WINDOWS)
+
+
+def _path():
+    info = environment.host()
+    key = sha256_text(f"{info['hostname']} {info['cpu_model']} {info['gpus']}")[:12]
+    return cache_root() / f"host-timings-{key}.json"
+
+
+def record(stage: str, values: dict) -> None:
+    """Keep the newest overheads of `stage` measured on this host."""
+    path = _path()
+    try:
+        found = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError:
+        found = {}
+    found[stage] = values
+    write_json_atomic(path, found)
+
+
+def observed(stage: str) -> dict | None:
+    path = _path()
+    try:
+        return json.loads(path.read_text()).get(stage) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def eval_work(config: dict, recipe, tokens: int, context: int, hw, sides: int = 2) -> float:
+    """The roofline seconds of scoring `tokens` tokens a side in `context`-token windows: the
+    artifact, and (sides=2) the original, whose log-probs become the reference."""
+    windows = max(1, tokens // context)
+    seconds = 0.0
+    for side in (recipe, None)[:sides]:
+        fp = bound.footprint(config, side)
+        step = bound.prefill(config, fp, hw, min(EVAL_BATCH, windows), context, "auto", 1)
+        seconds += math.ceil(windows / EVAL_BATCH) * step.seconds
+    return seconds
+
+
+def serve_work(config: dict, recipe, settings, hw, gpus: int = 1) -> dict:
+    """Per concurrency level: the bound of one decode step per side, and of the whole
+    benchmark (every repeat of both sides: prefills and output_len steps per round)."""
+    context = settings.input_len + settings.output_len // 2
+    sides = {"original": (None, "auto"), "quantized": (recipe, settings.kv_cache_dtype)}
+    levels = {}
+    for c in settings.concurrency:
+        batch = min(c, settings.num_prompts)
+        rounds = math.ceil(settings.num_prompts / batch)
+        steps, total = {}, 0.0
+        for side, (r, kv) in sides.items():
+            fp = bound.footprint(config, r)
+            step = bound.decode(config, fp, hw, batch, context, kv, gpus).seconds
+            prefill = bound.prefill(config, fp, hw, batch, settings.input_len, kv, gpus).seconds
+            steps[side] = step
+            total += settings.repeats * rounds * (prefill + settings.output_len * step)
+        levels[c] = {"step_seconds": steps, "benchmark_seconds": total}
+    return levels
+
+
+def estimate(work_seconds: float, overhead: dict | None, what: str) -> tuple[float, str]:
+    """(seconds, how it was derived)."""
+    if overhead is None:
+        return work_seconds, f"≥ the bound ({what}); no earlier run measured on this host"
+    seconds = overhead["seconds"] + work_seconds
+    return seconds, (
+        f"this host's measured overheads ({overhead['seconds']:.0f} s, {overhead['model']}) "
+        f"+ the bound of the work ({work_seconds:.0f} s, {what})"
+    )
