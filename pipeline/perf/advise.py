@@ -133,6 +133,8 @@ def _tensor_parallel(config, weights, kv, hw, ask) -> list[int]:
     if fewest is None:
         return []
     heads = config["num_attention_heads"]
+    if not hw.link_bytes_s:  # a CPU host: one engine
+        return [1] if fewest == 1 else []
     widest = min(capacity.MAX_TP, fewest * WIDEST)
     return [tp for tp in range(fewest, widest + 1) if heads % tp == 0]
 
