@@ -131,6 +131,21 @@ def test_cost_per_million_tokens_and_decode_against_the_host_bound(served_fp8):
     assert "decode vs the roofline bound" in result.stdout
 
 
+@pytest.mark.gpu
+def test_decode_against_the_gpus_roofline_bound(served_fp8):
+    """On a lent GPU of a type in pipeline/perf/gpus.py: its datasheet bound, which no engine
+    beats, and the table's price per GPU-hour."""
+    results, _ = served_fp8
+    check = results["bound"]
+    if check is None:
+        pytest.skip("this GPU type is not in pipeline/perf/gpus.py: no bound")
+    assert not check["hardware"].startswith("this host")
+    for side in ("original", "quantized"):
+        for lv in check[side]:
+            assert 0 < lv["measured_over_bound"] <= 1, (side, lv)
+    assert results["cost"]["hardware"] == check["hardware"]
+
+
 def test_two_serve_settings_keep_their_own_results(served_fp8, session_runs):
     """SWEEP, then other settings, then SWEEP again: the third is cached; nothing left running."""
     first, _ = served_fp8
