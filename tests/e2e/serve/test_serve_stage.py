@@ -150,7 +150,7 @@ def test_two_serve_settings_keep_their_own_results(served_fp8, session_runs):
     """SWEEP, then other settings, then SWEEP again: the third is cached; nothing left running."""
     first, _ = served_fp8
     other = ["--concurrency", "2", "--num-prompts", "4", "--output-len", "16", "--enforce-eager"]
-    other += ["--repeats", "1", "--original", "cached"]  # one server: pairing is not the point
+    other += ["--repeats", "1"]
     result = cli("serve", "--recipe", "fp8", *other, runs=session_runs, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     second = json.loads(results_path(session_runs / "tiny-llama" / "fp8", "serve").read_text())
