@@ -217,7 +217,7 @@ def _eval_time(q, backend: str, per_split: int) -> tuple[float | None, str]:
     work = timing.eval_work(q.config, q.recipe, windows * s.context_length, s.context_length, hw)
     overhead = timing.observed(f"eval-{backend}")
     seconds, how = timing.estimate(work, overhead, f"{windows} windows a side on {hw.name}")
-    if s.tasks and overhead:
+    if s.tasks and overhead and overhead["tasks_seconds"]:
         seconds += overhead["tasks_seconds"]
         how += f" + lm-eval tasks as measured there ({overhead['tasks_seconds']:.0f} s, a floor)"
     return seconds, f"~{_duration(seconds)}: {how}"

@@ -198,7 +198,7 @@ class EvalStage(AfterQuantize):
             }
         tasks_started = time.monotonic()
         task_rows = self._tasks() if s.tasks else []
-        tasks_seconds = time.monotonic() - tasks_started
+        tasks_seconds = time.monotonic() - tasks_started if s.tasks else 0.0
         self._record_overheads(time.monotonic() - started, tasks_seconds, len(missing))
         results = EvalResults(
             model=self.quantize.ref.name,
@@ -237,10 +237,15 @@ class EvalStage(AfterQuantize):
         sides = 2 if references else 1
         work = timing.eval_work(q.config, q.recipe, windows * s.context_length, s.context_length,
                                 hw, sides)  # fmt: skip
+        key = f"eval-{self.backend}"
+        if not tasks_seconds:  # no lm-eval tasks this time: keep the last run's that had some
+            tasks_seconds_kept = (timing.observed(key) or {}).get("tasks_seconds", 0.0)
+        else:
+            tasks_seconds_kept = tasks_seconds
         timing.record(
-            f"eval-{self.backend}",
+            key,
             {"seconds": max(0.0, seconds - tasks_seconds - work), "model": q.ref.name,
-             "tasks_seconds": tasks_seconds},
+             "tasks_seconds": tasks_seconds_kept},
         )  # fmt: skip
 
     def _references(self, backend) -> tuple[dict, list[str]]:
