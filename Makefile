@@ -106,8 +106,11 @@ models: $(VENV)/.installed
 schemas: $(VENV)/.installed
 	$(VENV)/bin/python -m pipeline.cli.schemas > docs/schemas.md
 
+# Two workers by default, one per core here: most tests wait on a single-threaded interpreter
+# or engine start-up (tests/parallel.py). TEST_WORKERS=0: one process, in collection order.
+TEST_WORKERS ?= 2
 test: setup
-	$(VENV)/bin/python -m pytest $(ARGS)
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 # tests/unit only: no model, no quantization, no vLLM (seconds).
 test-fast: $(VENV)/.installed

@@ -1,6 +1,7 @@
 """What every test shares: the repository, an offline environment, the `gpu` marker and `cli`,
 which runs the pipeline as a user would. The heavy fixtures (tiny model, quantized and served
-artifacts) live in tests/e2e/conftest.py; tests/unit needs none of them."""
+artifacts) live in tests/e2e/conftest.py; tests/unit needs none of them. How `make test` spreads
+the tests over two workers: tests/parallel.py."""
 
 import os
 import shutil
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["tests.parallel"]
 
 REPO = Path(__file__).resolve().parent.parent
 SERVE_PYTHON = REPO / ".venv-serve" / "bin" / "python"

@@ -1,0 +1,102 @@
+"""How `make test` runs on two workers (pytest-xdist, `-n 2 --dist loadgroup`).
+
+Most of the suite is single-threaded — interpreter start-up and imports of every CLI call, vLLM's
+engine start-up, tiny-model forwards — so one test per core nearly halves the wall time. Three
+things keep that honest:
+
+- Warm-up before the workers start: the tiny model (its training uses both cores) and this host's
+  roofline rates (pipeline/perf/host.py: a rate measured beside another test would be halved,
+  and every time estimate after it wrong).
+- Groups (`xdist_group`): the tests that share a session's expensive artifacts (a served fp8, the
+  recipes' evals, the real-shape model) run on one worker, so each artifact is made once; the
+  largest groups are scheduled first, and the unit tests last, to fill the gaps.
+- `solo`: a test that asserts a wall time runs alone — the other worker finishes its test and
+  waits (a fair readers-writer lock on two files, so a solo test is never starved).
+"""
+
+import fcntl
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Largest first (measured at 1200, 700 and 300 s of a 46-minute serial run on 2 AVX2 cores)
+GROUPS = ("fp8-served", "evals", "real-shape")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "solo: asserts a wall time; runs while no other test does")
+
+
+def _worker_run(config) -> str | None:
+    """The test run's id on an xdist worker; None in the controller or a plain pytest run."""
+    workerinput = getattr(config, "workerinput", None)
+    return workerinput["testrunuid"] if workerinput else None
+
+
+def _selects_e2e(config) -> bool:
+    e2e = REPO / "tests" / "e2e"
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args] or [REPO]
+    return any(p == e2e or e2e in p.parents or p in e2e.parents for p in paths)
+
+
+def pytest_sessionstart(session):
+    config = session.config
+    if not getattr(config.option, "numprocesses", None) or _worker_run(config):
+        return
+    if _selects_e2e(config):
+        from pipeline.models.tiny.build import ensure
+        from pipeline.perf import host
+
+        ensure()
+        host.measured()
+
+
+def _group(item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark else None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Largest groups first, then the other end-to-end tests, unit tests last (a stable sort:
+    a module's tests stay together and in order)."""
+
+    def rank(item) -> int:
+        group = _group(item)
+        if group in GROUPS:
+            return GROUPS.index(group)
+        return len(GROUPS) + (1 if "tests/unit/" in item.nodeid else 0)
+
+    items.sort(key=rank)
+
+
+@contextmanager
+def _turn(run: str, solo: bool):
+    """Readers-writer lock: every test holds `main` shared, a solo test holds it exclusively.
+    Both pass `gate` first, and a solo test keeps it until it has `main`, so tests arriving
+    meanwhile wait behind it."""
+    folder = Path(tempfile.gettempdir()) / f"pipeline-tests-{run}"
+    folder.mkdir(exist_ok=True)
+    with open(folder / "gate", "a") as gate, open(folder / "main", "a") as main:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(main, fcntl.LOCK_EX if solo else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(main, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Setup (a module's fixtures included), call and teardown all inside the test's turn."""
+    run = _worker_run(item.config)
+    if run is None:
+        return (yield)
+    with _turn(run, item.get_closest_marker("solo") is not None):
+        return (yield)
+
