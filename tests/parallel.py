@@ -10,11 +10,15 @@ things keep that honest:
 - Groups (`xdist_group`): the tests that share a session's expensive artifacts (a served fp8, the
   recipes' evals, the real-shape model) run on one worker, so each artifact is made once; the
   largest groups are scheduled first, and the unit tests last, to fill the gaps.
-- `solo`: a test that asserts a wall time runs alone — the other worker finishes its test and
-  waits (a fair readers-writer lock on two files, so a solo test is never starved).
+- One thread per worker: torch and vLLM run OpenMP threads that spin at their barriers, and two
+  processes with two threads each on two cores ran quantize 2-3× slower than one at a time. Each
+  worker's processes get OMP_NUM_THREADS=1, and its vLLM engines the worker's own core.
+- `solo`: a test that asserts a wall time runs alone, with every core — the other worker
+  finishes its test and waits (a fair readers-writer lock on two files: never starved).
 """
 
 import fcntl
+import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +32,13 @@ GROUPS = ("fp8-served", "evals", "real-shape")
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "solo: asserts a wall time; runs while no other test does")
+    if _worker_run(config):
+        worker = int(config.workerinput["workerid"].removeprefix("gw"))
+        os.environ.update(_ONE_CORE | {"VLLM_CPU_OMP_THREADS_BIND": str(worker % os.cpu_count())})
+
+
+# Read by torch and vLLM when their processes start: set before any test imports torch
+_ONE_CORE = {"OMP_NUM_THREADS": "1"}
 
 
 def _worker_run(config) -> str | None:
@@ -97,6 +108,17 @@ def pytest_runtest_protocol(item, nextitem):
     run = _worker_run(item.config)
     if run is None:
         return (yield)
-    with _turn(run, item.get_closest_marker("solo") is not None):
+    solo = item.get_closest_marker("solo") is not None
+    with _turn(run, solo), _all_cores(solo):
         return (yield)
 
+
+@contextmanager
+def _all_cores(solo: bool):
+    """A solo test's processes get every core, as a user's run would."""
+    names = [*_ONE_CORE, "VLLM_CPU_OMP_THREADS_BIND"]
+    kept = {name: os.environ.pop(name) for name in names if solo and name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(kept)
