@@ -1,15 +1,17 @@
 """How `make test` runs on two workers (pytest-xdist, `-n 2 --dist loadgroup`).
 
 Most of the suite is single-threaded — interpreter start-up and imports of every CLI call, vLLM's
-engine start-up, tiny-model forwards — so one test per core nearly halves the wall time. Three
-things keep that honest:
+engine start-up, tiny-model forwards — so one test per core nearly halves the wall time. What
+keeps that honest:
 
 - Warm-up before the workers start: the tiny model (its training uses both cores) and this host's
   roofline rates (pipeline/perf/host.py: a rate measured beside another test would be halved,
   and every time estimate after it wrong).
-- Groups (`xdist_group`): the tests that share a session's expensive artifacts (a served fp8, the
-  recipes' evals, the real-shape model) run on one worker, so each artifact is made once; the
-  largest groups are scheduled first, and the unit tests last, to fill the gaps.
+- Groups (GROUPS below): the test files that share a session's expensive artifacts (a served
+  fp8, the recipes' evals, the real-shape model) run on one worker, so each artifact is made
+  once; groups are scheduled first, largest first, and the unit tests last, to fill the gaps.
+  xdist's own `xdist_group` marks do nothing under pytest 9.2 (pytest-xdist#1386: the group rides
+  on a node id pytest no longer lets it change), so the scheduler here reads this table instead.
 - One thread per worker: torch and vLLM run OpenMP threads that spin at their barriers, and two
   processes with two threads each on two cores ran quantize 2-3× slower than one at a time. Each
   worker's processes get OMP_NUM_THREADS=1, and its vLLM engines the worker's own core.
@@ -26,19 +28,28 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# Largest first (measured at 1200, 700 and 300 s of a 46-minute serial run on 2 AVX2 cores)
-GROUPS = ("fp8-served", "evals", "real-shape")
+# Largest first: ~1,200, ~700 and ~300 s of a 46-minute serial run on 2 AVX2 cores
+GROUPS = {
+    "fp8-served": [  # served_fp8 and evaluated("fp8")
+        "tests/e2e/external/test_import.py",
+        "tests/e2e/nightly/test_nightly.py",
+        "tests/e2e/publish/test_publish.py",
+        "tests/e2e/serve/test_serve_stage.py",
+        "tests/e2e/test_advise.py",
+    ],
+    "evals": ["tests/e2e/eval/test_eval_stage.py", "tests/e2e/test_formats.py"],
+    "real-shape": ["tests/e2e/quantize/test_real_shape.py", "tests/e2e/test_real_shape_chain.py"],
+}
+GROUP_OF = {path: group for group, paths in GROUPS.items() for path in paths}
+# Read by torch and vLLM when their processes start: set before any test imports torch
+ONE_CORE = {"OMP_NUM_THREADS": "1"}
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "solo: asserts a wall time; runs while no other test does")
     if _worker_run(config):
         worker = int(config.workerinput["workerid"].removeprefix("gw"))
-        os.environ.update(_ONE_CORE | {"VLLM_CPU_OMP_THREADS_BIND": str(worker % os.cpu_count())})
-
-
-# Read by torch and vLLM when their processes start: set before any test imports torch
-_ONE_CORE = {"OMP_NUM_THREADS": "1"}
+        os.environ.update(ONE_CORE | {"VLLM_CPU_OMP_THREADS_BIND": str(worker % os.cpu_count())})
 
 
 def _worker_run(config) -> str | None:
@@ -65,22 +76,32 @@ def pytest_sessionstart(session):
         host.measured()
 
 
-def _group(item) -> str | None:
-    mark = item.get_closest_marker("xdist_group")
-    return (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark else None
+def _rank(nodeid: str) -> int:
+    group = GROUP_OF.get(nodeid.split("::", 1)[0])
+    if group:
+        return list(GROUPS).index(group)
+    return len(GROUPS) + nodeid.startswith("tests/unit/")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Largest groups first, then the other end-to-end tests, unit tests last (a stable sort:
-    a module's tests stay together and in order)."""
+    """Groups first, then the other end-to-end tests, unit tests last (a stable sort: a
+    module's tests stay together and in order)."""
+    items.sort(key=lambda item: _rank(item.nodeid))
 
-    def rank(item) -> int:
-        group = _group(item)
-        if group in GROUPS:
-            return GROUPS.index(group)
-        return len(GROUPS) + (1 if "tests/unit/" in item.nodeid else 0)
 
-    items.sort(key=rank)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        """A group's files are one unit of work; any other test is a unit of its own."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return GROUP_OF.get(nodeid.split("::", 1)[0], nodeid)
+
+    config.option.loadscopereorder = False  # keep the order above: groups first
+    return ByGroup(config, log)
 
 
 @contextmanager
@@ -102,6 +123,17 @@ def _turn(run: str, solo: bool):
             fcntl.flock(main, fcntl.LOCK_UN)
 
 
+@contextmanager
+def _all_cores(solo: bool):
+    """A solo test's processes get every core, as a user's run would."""
+    names = [*ONE_CORE, "VLLM_CPU_OMP_THREADS_BIND"]
+    kept = {name: os.environ.pop(name) for name in names if solo and name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(kept)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Setup (a module's fixtures included), call and teardown all inside the test's turn."""
@@ -111,14 +143,3 @@ def pytest_runtest_protocol(item, nextitem):
     solo = item.get_closest_marker("solo") is not None
     with _turn(run, solo), _all_cores(solo):
         return (yield)
-
-
-@contextmanager
-def _all_cores(solo: bool):
-    """A solo test's processes get every core, as a user's run would."""
-    names = [*_ONE_CORE, "VLLM_CPU_OMP_THREADS_BIND"]
-    kept = {name: os.environ.pop(name) for name in names if solo and name in os.environ}
-    try:
-        yield
-    finally:
-        os.environ.update(kept)

@@ -3,12 +3,8 @@ and on `--gpu host` the measured serve in place of the bound."""
 
 import json
 
-import pytest
-
 from tests.conftest import cli
 from tests.e2e.conftest import results_path
-
-pytestmark = pytest.mark.xdist_group("fp8-served")
 
 
 def test_advise_shows_the_measured_kl_and_on_this_host_the_measured_cost(

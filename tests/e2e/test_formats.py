@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import cli
 from tests.e2e.conftest import ONE_SIDE, needs_serving_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("evals")]
+pytestmark = pytest.mark.slow
 
 
 def test_8_bit_weights_drift_far_less_than_4_bit_and_pass_their_gates(evaluated):

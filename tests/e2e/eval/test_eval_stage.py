@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import REPO, cli
 from tests.e2e.conftest import results_path
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("evals")]
+pytestmark = pytest.mark.slow
 
 
 def test_eval_prints_both_splits_and_writes_json(evaluated, session_runs):

@@ -9,8 +9,6 @@ import pytest
 from tests.conftest import REPO, cli
 from tests.e2e.conftest import ONE_SIDE, needs_serving_env, results_path
 
-pytestmark = pytest.mark.xdist_group("fp8-served")
-
 
 def _entry(run_dir, stage="quantize"):
     return json.loads((run_dir / "manifest.json").read_text())["stages"][stage]

@@ -15,7 +15,7 @@ import yaml
 from tests.conftest import REPO, cli
 from tests.e2e.conftest import results_path
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fp8-served")]
+pytestmark = pytest.mark.slow
 
 
 def _matrix(tmp_path, name="matrix.yaml", **changes) -> str:

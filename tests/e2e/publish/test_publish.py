@@ -13,7 +13,7 @@ from tests.conftest import cli
 from tests.e2e.conftest import results_path
 from tests.e2e.publish.hub_server import HubServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fp8-served")]
+pytestmark = pytest.mark.slow
 
 WRITE, READ = "hf_write_0123456789abcdef", "hf_read_0123456789abcdef"
 REPO = "acme/tiny-llama-fp8"

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import cli
 from tests.e2e.quantize.same_tensors import differences
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("real-shape")]
+pytestmark = pytest.mark.slow
 GIB = 2**30
 
 

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import REPO, cli
 from tests.e2e.conftest import ONE_SIDE, SWEEP, needs_serving_env, results_path
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fp8-served")]
+pytestmark = pytest.mark.slow
 
 VLLM_PROCESSES = r"vllm\.entrypoints|VLLM::|bench_worker\.py|openai_smoke\.py"
 
