@@ -9,7 +9,8 @@ keeps that honest:
   and every time estimate after it wrong).
 - Groups (GROUPS below): the test files that share a session's expensive artifacts (a served
   fp8, the recipes' evals, the real-shape model) run on one worker, so each artifact is made
-  once; groups are scheduled first, largest first, and the unit tests last, to fill the gaps.
+  once; every other file is a unit of its own. Groups are scheduled first, largest first, and
+  the unit tests last, to fill the gaps.
   xdist's own `xdist_group` marks do nothing under pytest 9.2 (pytest-xdist#1386: the group rides
   on a node id pytest no longer lets it change), so the scheduler here reads this table instead.
 - One thread per worker: torch and vLLM run OpenMP threads that spin at their barriers, and two
@@ -95,10 +96,13 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class ByGroup(LoadScopeScheduling):
-        """A group's files are one unit of work; any other test is a unit of its own."""
+        """A group's files are one unit of work, any other file one of its own: a module's
+        fixtures are set up once, and its tests run in order (some read what the one before
+        wrote, as test_zoo.py's do)."""
 
         def _split_scope(self, nodeid: str) -> str:
-            return GROUP_OF.get(nodeid.split("::", 1)[0], nodeid)
+            path = nodeid.split("::", 1)[0]
+            return GROUP_OF.get(path, path)
 
     config.option.loadscopereorder = False  # keep the order above: groups first
     return ByGroup(config, log)
