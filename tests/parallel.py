@@ -16,13 +16,18 @@ keeps that honest:
 - One thread per worker: torch and vLLM run OpenMP threads that spin at their barriers, and two
   processes with two threads each on two cores ran quantize 2-3× slower than one at a time. Each
   worker's processes get OMP_NUM_THREADS=1, and its vLLM engines the worker's own core.
+- Made once per run: a recipe's tiny-llama artifact is quantized by the first worker that needs
+  it; the other copies that run directory into its own session (made_once), so no two workers
+  quantize the same recipe, and each can still change its copy (`--force`, evals, serves).
 - `solo`: a test that asserts a wall time runs alone, with every core — the other worker
   finishes its test and waits (a fair readers-writer lock on two files: never starved).
 """
 
 import fcntl
 import os
+import shutil
 import tempfile
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -51,6 +56,14 @@ def pytest_configure(config):
     if _worker_run(config):
         worker = int(config.workerinput["workerid"].removeprefix("gw"))
         os.environ.update(ONE_CORE | {"VLLM_CPU_OMP_THREADS_BIND": str(worker % os.cpu_count())})
+    elif getattr(config.option, "numprocesses", None) and config.option.testrunuid is None:
+        config.option.testrunuid = uuid.uuid4().hex  # xdist's own would be unknown here
+
+
+def pytest_unconfigure(config):
+    """The controller removes what the workers shared (locks, made-once artifacts)."""
+    if getattr(config.option, "numprocesses", None) and not _worker_run(config):
+        shutil.rmtree(_run_folder(config.option.testrunuid), ignore_errors=True)
 
 
 def _worker_run(config) -> str | None:
@@ -108,13 +121,36 @@ def pytest_xdist_make_scheduler(config, log):
     return ByGroup(config, log)
 
 
+def _run_folder(run: str) -> Path:
+    folder = Path(tempfile.gettempdir()) / f"pipeline-tests-{run}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@contextmanager
+def made_once(config, name: str):
+    """Yields the path where this run's workers share `name`, under an exclusive lock: the
+    first worker makes it there, the others wait and find it made. None outside xdist."""
+    run = _worker_run(config)
+    if run is None:
+        yield None
+        return
+    folder = _run_folder(run) / "shared"
+    folder.mkdir(exist_ok=True)
+    with open(folder / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield folder / name
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @contextmanager
 def _turn(run: str, solo: bool):
     """Readers-writer lock: every test holds `main` shared, a solo test holds it exclusively.
     Both pass `gate` first, and a solo test keeps it until it has `main`, so tests arriving
     meanwhile wait behind it."""
-    folder = Path(tempfile.gettempdir()) / f"pipeline-tests-{run}"
-    folder.mkdir(exist_ok=True)
+    folder = _run_folder(run)
     with open(folder / "gate", "a") as gate, open(folder / "main", "a") as main:
         fcntl.flock(gate, fcntl.LOCK_EX)
         try:

@@ -104,7 +104,9 @@ def hash_folder(folder: Path, full_limit: int = 256 * 2**20) -> str:
     h = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix()
-        if rel.startswith(".") or "/." in rel:
+        # hidden files, and bytecode: a local lm-eval task's `!function utils.x` writes
+        # __pycache__/ on its first run, which must not change what the folder's hash says
+        if rel.startswith(".") or "/." in rel or "__pycache__" in rel.split("/"):
             continue
         size = path.stat().st_size
         h.update(f"{rel}\0{size}\0".encode())

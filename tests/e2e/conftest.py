@@ -3,11 +3,13 @@
 session-wide RUNS_DIR."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import cli
+from tests.parallel import made_once
 
 
 @pytest.fixture(scope="session")
@@ -23,22 +25,42 @@ def session_runs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def quantized(session_runs, tiny_model):
-    """quantized(recipe) → the run dir, quantizing on first use (once per session);
-    quantized.printed[recipe]: what that run printed (stdout, then stderr)."""
+def quantized(session_runs, tiny_model, request):
+    """quantized(recipe) → the run dir, quantizing on first use (once per test run: on two
+    workers, the second copies the first's fresh run directory, tests/parallel.py);
+    quantized.printed[recipe]: what the quantize printed (stdout, then stderr)."""
     done: dict[str, Path] = {}
     printed: dict[str, str] = {}
 
     def get(recipe: str) -> Path:
-        if recipe not in done:
-            result = cli("quantize", "--recipe", recipe, runs=session_runs)
-            assert result.returncode == 0, result.stderr[-3000:]
-            done[recipe] = session_runs / "tiny-llama" / recipe
-            printed[recipe] = result.stdout + result.stderr
-        return done[recipe]
+        if recipe in done:
+            return done[recipe]
+        run = session_runs / "tiny-llama" / recipe
+        with made_once(request.config, f"quantized-{recipe}") as shared:
+            if shared is not None and shared.is_dir() and not run.exists():
+                shutil.copytree(shared / "run", run)
+                printed[recipe] = (shared / "printed.txt").read_text()
+            else:
+                fresh = not run.exists()
+                result = cli("quantize", "--recipe", recipe, runs=session_runs)
+                assert result.returncode == 0, result.stderr[-3000:]
+                printed[recipe] = result.stdout + result.stderr
+                if shared is not None and fresh and not shared.exists():
+                    _share(run, printed[recipe], shared)
+        done[recipe] = run
+        return run
 
     get.printed = printed
     return get
+
+
+def _share(run: Path, printed: str, shared: Path) -> None:
+    """A copy of a run directory holding only its quantize, for the other workers."""
+    partial = shared.with_name(shared.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(run, partial / "run")
+    (partial / "printed.txt").write_text(printed)
+    partial.rename(shared)
 
 
 # Small but real serving: two concurrency levels, 8 requests each, no torch.compile

@@ -46,3 +46,12 @@ def test_folder_hash_follows_content(tmp_path):
     assert hash_folder(tmp_path) == before
     (tmp_path / "w.bin").write_bytes(b"abd")
     assert hash_folder(tmp_path) != before
+
+
+def test_folder_hash_ignores_bytecode(tmp_path):
+    """A local lm-eval task's helper module gets __pycache__/ on its first run."""
+    (tmp_path / "utils.py").write_text("x = 1\n")
+    before = hash_folder(tmp_path)
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "utils.cpython-311.pyc").write_bytes(b"\x00")
+    assert hash_folder(tmp_path) == before
