@@ -9,7 +9,7 @@ keeps that honest:
   and every time estimate after it wrong).
 - Groups (GROUPS below): the test files that share a session's expensive artifacts (a served
   fp8, the recipes' evals, the real-shape model) run on one worker, so each artifact is made
-  once; every other file is a unit of its own. Groups are scheduled first, largest first, and
+  once; every other file is a unit of its own. The costliest units go first (COST, measured),
   the unit tests last, to fill the gaps.
   xdist's own `xdist_group` marks do nothing under pytest 9.2 (pytest-xdist#1386: the group rides
   on a node id pytest no longer lets it change), so the scheduler here reads this table instead.
@@ -34,7 +34,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# Largest first: ~1,200, ~700 and ~300 s of a 46-minute serial run on 2 AVX2 cores
 GROUPS = {
     "fp8-served": [  # served_fp8 and evaluated("fp8")
         "tests/e2e/external/test_import.py",
@@ -47,6 +46,19 @@ GROUPS = {
     "real-shape": ["tests/e2e/quantize/test_real_shape.py", "tests/e2e/test_real_shape_chain.py"],
 }
 GROUP_OF = {path: group for group, paths in GROUPS.items() for path in paths}
+# Worker seconds per unit of work, measured (`make test ARGS=--durations=0`, 2-core AVX2 host,
+# 2026-12-01): the largest are scheduled first, so that the last to finish is a short one.
+# A unit not listed (seconds) follows them in collection order; unit tests come last.
+COST = {
+    "fp8-served": 1400,
+    "evals": 1060,
+    "tests/e2e/models/test_zoo.py": 470,
+    "real-shape": 260,
+    "tests/e2e/test_search.py": 240,
+    "tests/e2e/quantize/test_quantize_stage.py": 140,
+    "tests/e2e/quantize/test_distributed.py": 70,
+    "tests/e2e/test_cli_errors.py": 35,
+}
 # Read by torch and vLLM when their processes start: set before any test imports torch
 ONE_CORE = {"OMP_NUM_THREADS": "1"}
 
@@ -90,16 +102,18 @@ def pytest_sessionstart(session):
         host.measured()
 
 
-def _rank(nodeid: str) -> int:
-    group = GROUP_OF.get(nodeid.split("::", 1)[0])
-    if group:
-        return list(GROUPS).index(group)
-    return len(GROUPS) + nodeid.startswith("tests/unit/")
+def _unit_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return GROUP_OF.get(path, path)
+
+
+def _rank(nodeid: str) -> tuple[bool, int]:
+    return nodeid.startswith("tests/unit/"), -COST.get(_unit_of(nodeid), 0)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Groups first, then the other end-to-end tests, unit tests last (a stable sort: a
-    module's tests stay together and in order)."""
+    """The costliest units first, unit tests last (a stable sort: a module's tests stay
+    together and in order)."""
     items.sort(key=lambda item: _rank(item.nodeid))
 
 
@@ -114,8 +128,7 @@ def pytest_xdist_make_scheduler(config, log):
         wrote, as test_zoo.py's do)."""
 
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return GROUP_OF.get(path, path)
+            return _unit_of(nodeid)
 
     config.option.loadscopereorder = False  # keep the order above: groups first
     return ByGroup(config, log)

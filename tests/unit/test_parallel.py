@@ -1,18 +1,19 @@
-"""make test's scheduling (tests/parallel.py): groups first, unit tests last, a group's files
-one unit of work and every other file one of its own."""
+"""make test's scheduling (tests/parallel.py): costliest units first, unit tests last, a group's
+files one unit of work and every other file one of its own; what the workers make once."""
 
 from tests import parallel
 
 
-def test_groups_come_first_and_unit_tests_last():
+def test_costliest_units_come_first_and_unit_tests_last():
     ids = [
         "tests/unit/test_sizing.py::test_a",
         "tests/e2e/test_cli_errors.py::test_b",
         "tests/e2e/test_real_shape_chain.py::test_c",
+        "tests/e2e/models/test_zoo.py::test_e",
         "tests/e2e/serve/test_serve_stage.py::test_d",
     ]
     ordered = sorted(ids, key=parallel._rank)
-    assert ordered == [ids[3], ids[2], ids[1], ids[0]]
+    assert ordered == [ids[4], ids[3], ids[2], ids[1], ids[0]]
 
 
 def test_a_groups_files_are_one_unit_and_other_files_one_each():
@@ -32,3 +33,39 @@ def test_a_groups_files_are_one_unit_and_other_files_one_each():
     assert scope("tests/e2e/models/test_zoo.py::t3[a]") == scope("tests/e2e/models/test_zoo.py::t4")
     assert scope("tests/unit/test_sizing.py::t5") != scope("tests/unit/test_capacity.py::t6")
     assert Config.option.loadscopereorder is False  # the order above holds
+
+
+def test_made_once_is_shared_by_a_runs_workers_and_off_outside_xdist():
+    """Two workers of one run get the same path under one lock (threads stand in for the
+    workers: flock locks belong to open files, so two opens exclude each other as two
+    processes would); a plain pytest run gets None."""
+    import threading
+    import time
+    import uuid
+
+    class Worker:
+        workerinput = {"testrunuid": uuid.uuid4().hex, "workerid": "gw0"}
+
+    class Plain:
+        pass
+
+    with parallel.made_once(Plain(), "x") as path:
+        assert path is None
+    inside, most, paths = [], [], []
+
+    def hold():
+        with parallel.made_once(Worker(), "artifact") as path:
+            inside.append(1)
+            most.append(len(inside))
+            paths.append(path)
+            time.sleep(0.2)
+            inside.pop()
+
+    threads = [threading.Thread(target=hold) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most == [1, 1]  # one at a time under the lock
+    assert len(paths) == 2 and paths[0] == paths[1] and paths[0].name == "artifact"
+    parallel.shutil.rmtree(paths[0].parent.parent)
