@@ -16,9 +16,10 @@ keeps that honest:
 - One thread per worker: torch and vLLM run OpenMP threads that spin at their barriers, and two
   processes with two threads each on two cores ran quantize 2-3× slower than one at a time. Each
   worker's processes get OMP_NUM_THREADS=1, and its vLLM engines the worker's own core.
-- Made once per run: a recipe's tiny-llama artifact is quantized by the first worker that needs
-  it; the other copies that run directory into its own session (made_once), so no two workers
-  quantize the same recipe, and each can still change its copy (`--force`, evals, serves).
+- Made once per run: a recipe's tiny-llama artifact is quantized, and its hf eval run, by the
+  first worker that needs it; the other copies that run directory, or adopts the eval, into its
+  own session (made_once, tests/e2e/conftest.py), so no two workers make the same thing, and
+  each can still change its copy (`--force`, evals, serves).
 - `solo`: a test that asserts a wall time runs alone, with every core — the other worker
   finishes its test and waits (a fair readers-writer lock on two files: never starved).
 """
@@ -148,14 +149,11 @@ def made_once(config, name: str):
     if run is None:
         yield None
         return
+    from pipeline.core.files import waiting_lock
+
     folder = _run_folder(run) / "shared"
-    folder.mkdir(exist_ok=True)
-    with open(folder / f"{name}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield folder / name
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with waiting_lock(folder / f"{name}.lock"):
+        yield folder / name
 
 
 @contextmanager
