@@ -3,6 +3,7 @@ which runs the pipeline as a user would. The heavy fixtures (tiny model, quantiz
 artifacts) live in tests/e2e/conftest.py; tests/unit needs none of them. How `make test` spreads
 the tests over two workers: tests/parallel.py."""
 
+import functools
 import os
 import shutil
 import subprocess
@@ -35,9 +36,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def cli(*args: str, runs: Path, env: dict | None = None, timeout: int = 900):
-    """Run `python -m pipeline …` as a user would, with RUNS_DIR pointed at `runs`."""
+def cli(*args: str, runs: Path, env: dict | None = None, timeout: int = 900, fresh: bool = False):
+    """Run `python -m pipeline …` as a user would, with RUNS_DIR pointed at `runs`: forked from
+    this worker's zygote (tests/zygote.py: the libraries imported once), or a fresh process
+    when the environment differs in more than the pipeline's own variables, or when `fresh`
+    (a test that measures the process's memory)."""
     full_env = {**os.environ, "RUNS_DIR": str(runs), **(env or {})}
+    if not fresh and _zygote().fits(full_env):
+        return _zygote().run(list(args), full_env, REPO, timeout)
     return subprocess.run(
         [sys.executable, "-m", "pipeline", *args],
         cwd=REPO,
@@ -46,3 +52,10 @@ def cli(*args: str, runs: Path, env: dict | None = None, timeout: int = 900):
         text=True,
         timeout=timeout,
     )
+
+
+@functools.cache
+def _zygote():
+    from tests.zygote import Zygote
+
+    return Zygote(REPO)

@@ -40,7 +40,7 @@ def _run(real_shape, settings_recipe, runs: Path, stages: str) -> dict:
     args = ("--model", str(real_shape), "--recipe", str(settings_recipe), "--stages", stages)
     dry = cli("run", *args, "--dry-run", "--json", runs=runs)
     assert dry.returncode == 0, dry.stderr[-3000:]
-    done = cli("run", *args, runs=runs, timeout=3600)
+    done = cli("run", *args, runs=runs, timeout=3600, fresh=True)  # measures its memory
     # 3: a random-init model's drift fails the quality gates, which is not what is checked here
     assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = [p for p in runs.glob("*/*") if (p / "manifest.json").is_file()]

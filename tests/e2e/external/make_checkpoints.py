@@ -22,6 +22,7 @@ def main() -> None:
     texts = load_all("python-docs", None, "calibration", "text")[:16]
     # iters=0: AutoRound's round-to-nearest mode (seconds; tuning is tested with the recipe)
     ar = AutoRound(model, bits=4, group_size=128, sym=True, iters=0, nsamples=16, seqlen=128,
+                   enable_torch_compile=False,  # nothing to tune: compiling only costs time
                    dataset=texts)  # fmt: skip
     _, folders = ar.quantize_and_save(str(out / "autoround"), format=",".join(FORMATS))
     found = {}
