@@ -20,6 +20,9 @@ keeps that honest:
   first worker that needs it; the other copies that run directory, or adopts the eval, into its
   own session (made_once, tests/e2e/conftest.py), so no two workers make the same thing, and
   each can still change its copy (`--force`, evals, serves).
+- Imports once per worker: `cli()` forks each `python -m pipeline …` from the worker's zygote
+  (tests/zygote.py), which has imported torch, transformers and llm-compressor: ~100 calls
+  per run would each spend 5-14 s of CPU importing them again.
 - `solo`: a test that asserts a wall time runs alone, with every core — the other worker
   finishes its test and waits (a fair readers-writer lock on two files: never starved).
 """
@@ -48,17 +51,18 @@ GROUPS = {
 }
 GROUP_OF = {path: group for group, paths in GROUPS.items() for path in paths}
 # Worker seconds per unit of work, measured (`make test ARGS=--durations=0`, 2-core AVX2 host,
-# 2026-12-01): the largest are scheduled first, so that the last to finish is a short one.
+# 2026-12-02, CLI calls forked from the zygote): the largest are scheduled first, so that the
+# last to finish is a short one.
 # A unit not listed (seconds) follows them in collection order; unit tests come last.
 COST = {
-    "fp8-served": 1400,
-    "evals": 1060,
-    "tests/e2e/models/test_zoo.py": 470,
-    "real-shape": 260,
-    "tests/e2e/test_search.py": 240,
-    "tests/e2e/quantize/test_quantize_stage.py": 140,
-    "tests/e2e/quantize/test_distributed.py": 70,
-    "tests/e2e/test_cli_errors.py": 35,
+    "fp8-served": 1200,
+    "evals": 880,
+    "real-shape": 245,
+    "tests/e2e/models/test_zoo.py": 240,
+    "tests/e2e/quantize/test_quantize_stage.py": 150,
+    "tests/e2e/test_search.py": 140,
+    "tests/e2e/quantize/test_distributed.py": 55,
+    "tests/e2e/test_cli_errors.py": 30,
 }
 # Read by torch and vLLM when their processes start: set before any test imports torch
 ONE_CORE = {"OMP_NUM_THREADS": "1"}

@@ -51,11 +51,12 @@ def _preload() -> None:
     import_llmcompressor()
 
 
-def _serve(path: str) -> tuple[dict, list[int]]:
+def _serve(path: str, set_by_imports: dict) -> tuple[dict, list[int]]:
     """Accept calls one at a time; returns only in a forked child, with its request."""
     parent = os.getppid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path + ".tmp")
+    Path(path + ".env").write_text(json.dumps(set_by_imports))
     os.rename(path + ".tmp", path)  # ready once it exists
     listener.listen(8)
     listener.settimeout(5)
@@ -102,6 +103,7 @@ class Zygote:
         self.folder = Path(tempfile.mkdtemp(prefix="zygote-"))
         self.path = self.folder / "socket"
         self.env = dict(os.environ)
+        self.set_by_imports: dict = {}  # what the libraries put in their own environment
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.zygote", str(self.path)],
             cwd=repo,
@@ -119,13 +121,22 @@ class Zygote:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 return False
             time.sleep(0.1)
+        self.set_by_imports = json.loads(Path(f"{self.path}.env").read_text())
         return True
 
     def fits(self, env: dict) -> bool:
-        """Only the pipeline's own variables may differ from the zygote's environment."""
-        keys = set(env) | set(self.env)
-        changed = {k for k in keys if env.get(k) != self.env.get(k)}
-        return self.ready and self.proc.poll() is None and changed <= PIPELINE_ONLY
+        """Only the pipeline's own variables may differ from the zygote's environment, and
+        what the libraries set at import (KMP_INIT_AT_FORK, …) may be there or not: the
+        test process gets them too once it imports torch or transformers itself."""
+        if not self.ready or self.proc.poll() is not None:
+            return False
+        for key in (set(env) | set(self.env)) - PIPELINE_ONLY:
+            if key in self.set_by_imports:
+                if env.get(key, self.set_by_imports[key]) != self.set_by_imports[key]:
+                    return False
+            elif env.get(key) != self.env.get(key):
+                return False
+        return True
 
     def run(self, args: list[str], env: dict, cwd: Path, timeout: float):
         """`python -m pipeline ARGS`, as subprocess.run(capture_output=True, text=True,
@@ -135,7 +146,8 @@ class Zygote:
         err_r, err_w = os.pipe()
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
             conn.connect(str(self.path))
-            request = {"args": args, "env": env, "cwd": str(cwd)}
+            # as a fresh process would have it after its imports
+            request = {"args": args, "env": self.set_by_imports | env, "cwd": str(cwd)}
             socket.send_fds(conn, [json.dumps(request).encode()], [out_w, err_w])
             os.close(out_w), os.close(err_w)
             pid = json.loads(conn.recv(4096))["pid"]
@@ -150,7 +162,7 @@ class Zygote:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        for name in ("socket", "zygote.log"):
+        for name in ("socket", "socket.env", "zygote.log"):
             (self.folder / name).unlink(missing_ok=True)
         self.folder.rmdir()
 
@@ -188,7 +200,9 @@ def _text(data: bytes) -> str:
 
 
 if __name__ == "__main__":
+    before = dict(os.environ)
     _preload()
-    call, pipes = _serve(sys.argv[1])
+    imported = {k: v for k, v in os.environ.items() if before.get(k) != v}
+    call, pipes = _serve(sys.argv[1], imported)
     _become(call, pipes)
     runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
