@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config, items):
 def cli(*args: str, runs: Path, env: dict | None = None, timeout: int = 900, fresh: bool = False):
     """Run `python -m pipeline …` as a user would, with RUNS_DIR pointed at `runs`: forked from
     this worker's zygote (tests/zygote.py: the libraries imported once), or a fresh process
-    when the environment differs in more than the pipeline's own variables, or when `fresh`
+    when the environment differs in a variable the libraries read at import, or when `fresh`
     (a test that measures the process's memory)."""
     full_env = {**os.environ, "RUNS_DIR": str(runs), **(env or {})}
     if not fresh and _zygote().fits(full_env):

@@ -7,8 +7,8 @@ The child is the same CLI in its own process: its own argv, environment, working
 stdin (/dev/null), stdout and stderr (pipes read here), exit code and signals; it runs
 `pipeline/__main__.py` as `python -m pipeline` does (runpy, `__main__` swapped). What it
 inherits is only what a fresh process would have imported anyway, loaded with the same
-environment: a call whose environment differs in anything the libraries may read at import
-(anything but the pipeline's own variables) runs as a fresh process instead (`Zygote.fits`).
+environment: a call whose environment differs in a variable the libraries read at import
+(HF_*, OMP_*, …) runs as a fresh process instead (`Zygote.fits`).
 Peak RSS is not a fresh process's (pages shared with the zygote count differently: 0.45 GiB
 forked, 0.56 fresh for tiny-llama's fp8): tests that measure memory ask for a fresh process
 (`cli(..., fresh=True)`).
@@ -30,12 +30,13 @@ import tempfile
 import time
 from pathlib import Path
 
-# read by the pipeline only, after the fork (or by no one: pytest names the running test
-# there): they may differ from the zygote's environment
-PIPELINE_ONLY = {
-    "RUNS_DIR", "GENERATED_RECIPES", "NIGHTLY_DB", "PIPELINE_CACHE", "PIPELINE_VERBOSE",
-    "PIPELINE_DEBUG", "PYTEST_CURRENT_TEST",
-}  # fmt: skip
+# Read by the preloaded libraries at import (huggingface_hub's endpoint and cache paths, torch's
+# and OpenMP's threads, llm-compressor's logging, the interpreter's own): a call whose
+# environment differs from the zygote's in one of them runs as a fresh process
+IMPORT_TIME = (
+    "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "DATASETS_", "TORCH", "PYTORCH_", "CUDA", "OMP_",
+    "MKL_", "KMP_", "LLM_COMPRESSOR_", "ACCELERATE_", "LOGURU_", "XDG_", "HOME", "PYTHON", "LD_",
+)  # fmt: skip
 START_TIMEOUT_S = 300
 
 
@@ -125,16 +126,16 @@ class Zygote:
         return True
 
     def fits(self, env: dict) -> bool:
-        """Only the pipeline's own variables may differ from the zygote's environment, and
-        what the libraries set at import (KMP_INIT_AT_FORK, …) may be there or not: the
-        test process gets them too once it imports torch or transformers itself."""
+        """No variable the libraries read at import differs from the zygote's environment;
+        what they set there themselves (KMP_INIT_AT_FORK, …) may be present or not: the test
+        process has it too once it imports torch itself."""
         if not self.ready or self.proc.poll() is not None:
             return False
-        for key in (set(env) | set(self.env)) - PIPELINE_ONLY:
+        for key in set(env) | set(self.env):
             if key in self.set_by_imports:
                 if env.get(key, self.set_by_imports[key]) != self.set_by_imports[key]:
                     return False
-            elif env.get(key) != self.env.get(key):
+            elif key.startswith(IMPORT_TIME) and env.get(key) != self.env.get(key):
                 return False
         return True
 
@@ -150,13 +151,19 @@ class Zygote:
             request = {"args": args, "env": self.set_by_imports | env, "cwd": str(cwd)}
             socket.send_fds(conn, [json.dumps(request).encode()], [out_w, err_w])
             os.close(out_w), os.close(err_w)
-            pid = json.loads(conn.recv(4096))["pid"]
+            pid = self._reply(conn)["pid"]
             out, err, timed_out = _read_until_closed(out_r, err_r, pid, timeout)
-            returncode = json.loads(conn.recv(4096))["returncode"]
+            returncode = self._reply(conn)["returncode"]
         out, err = _text(out), _text(err)
         if timed_out:
             raise subprocess.TimeoutExpired(argv, timeout, output=out, stderr=err)
         return subprocess.CompletedProcess(argv, returncode, out, err)
+
+    def _reply(self, conn: socket.socket) -> dict:
+        message = conn.recv(4096)
+        if not message:
+            raise RuntimeError(f"the test zygote died during a call: {self.folder}/zygote.log")
+        return json.loads(message)
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -138,7 +138,8 @@ class QuantizeStage:
         path = _choose_path(path, rf, workers)
         capped = {}
         for name, args in rf.modifiers() if ref.source == "tiny" else []:
-            if name == "AutoRoundModifier" and args.get("iters", 200) > TINY_AUTOROUND_ITERS:
+            iters = args.get("iters")  # None (`iters:` left empty): the modifier's default
+            if name == "AutoRoundModifier" and (iters is None or iters > TINY_AUTOROUND_ITERS):
                 capped = {name: {"iters": TINY_AUTOROUND_ITERS}}
         rundir = RunDir(ref.name, rf.name)
         rundir.check_writable()
