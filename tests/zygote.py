@@ -36,14 +36,18 @@ from pathlib import Path
 IMPORT_TIME = (
     "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "DATASETS_", "TORCH", "PYTORCH_", "CUDA", "OMP_",
     "MKL_", "KMP_", "LLM_COMPRESSOR_", "ACCELERATE_", "LOGURU_", "XDG_", "HOME", "PYTHON", "LD_",
+    "LMEVAL_", "SKLEARN_",
 )  # fmt: skip
 START_TIMEOUT_S = 300
 
 
 def _preload() -> None:
-    """What a quantize or an eval imports first (eval never imports llm-compressor, but it
-    only adds modules: llm-compressor's logging stays off, as the pipeline imports it)."""
+    """What a quantize or an eval imports first (eval never imports llm-compressor, quantize
+    never lm-eval, but each only adds modules: llm-compressor's logging stays off, as the
+    pipeline imports it; lm-eval's is set up when it runs, not at import)."""
     import datasets  # noqa: F401
+    import lm_eval.models.huggingface  # noqa: F401  (the hf eval's tasks run in its process)
+    import lm_eval.tasks  # noqa: F401
     import torch  # noqa: F401
     import transformers  # noqa: F401
 

@@ -34,9 +34,9 @@ def to_log(path: Path, llmcompressor: bool = False) -> Iterator[None]:
     hf = transformers.utils.logging
     hf.disable_default_handler()
     hf.add_handler(handler)
-    # torch's own loggers (e.g. torch.fx's tracing warning) and Python warnings
+    # torch's own loggers (e.g. torch.fx's tracing warning), lm-eval's, and Python warnings
     saved = {}
-    for name in ("torch", "py.warnings", "datasets", "accelerate"):
+    for name in ("torch", "py.warnings", "datasets", "accelerate", "lm_eval"):
         log = logging.getLogger(name)
         saved[name] = (log.handlers[:], log.propagate)
         log.handlers[:] = [handler]

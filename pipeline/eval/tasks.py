@@ -1,12 +1,15 @@
 """lm-eval task scores of the original and the quantized model, and the recovery between them.
 
-Runs pipeline/eval/task_scripts/run_lm_eval.py through lm-eval's Python API, as a subprocess: with
-lm-eval's `hf` model in the main env, or its `vllm` model in the serving env (the eval backend
-decides, so the tasks run on the same kernels as the drift). Local tasks (a YAML and its data)
-live in evals/tasks/; hub tasks (arc_easy, gsm8k, …) work where the hub is reachable.
+Runs pipeline/eval/task_scripts/run_lm_eval.py through lm-eval's Python API: lm-eval's `hf` model
+in this process (the main env: torch and transformers are imported already, a fresh interpreter
+would spend ~15 s importing them again per side), or its `vllm` model as a subprocess in the
+serving env (the eval backend decides, so the tasks run on the same kernels as the drift).
+Local tasks (a YAML and its data) live in evals/tasks/; hub tasks (arc_easy, gsm8k, …) work
+where the hub is reachable.
 The original's scores are cached per (model, tasks, backend) beside the drift reference.
 """
 
+import contextlib
 import json
 import sys
 import tempfile
@@ -68,18 +71,7 @@ def scores(
     }
     names = ", ".join(t.task for t in tasks)
     print(f"lm-eval ({model}) on the {label} model: {names}", file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "spec.json").write_text(json.dumps(spec))
-        env = serving_env.offline_env() if backend == "vllm" else None
-        log = Path(tmp, "lm_eval.log")
-        # cwd: local tasks name their data files relative to evals/tasks/
-        code = procs.run(
-            [python, str(SCRIPT), f"{tmp}/spec.json", f"{tmp}/out.json"], log, env, TASKS_DIR
-        )
-        out_path = Path(tmp, "out.json")
-        if not out_path.is_file():  # vLLM may exit non-zero after success: trust the file
-            raise _failure(code, procs.tail(log, 40), label)
-        out = json.loads(out_path.read_text())
+    out = _in_process(spec, label) if backend == "hf" else _subprocess(python, spec, label)
     result = {"lm_eval": out["lm_eval"], "tasks": {}}
     for t in tasks:
         metrics = out["results"].get(t.task, {})
@@ -94,6 +86,56 @@ def scores(
             "samples": out["n-samples"].get(t.task, {}).get("effective"),
         }
     return result
+
+
+def _in_process(spec: dict, label: str) -> dict:
+    """lm-eval here, its messages and bars in a log (its tail shown when it fails; -v: on the
+    terminal). The drift's model is gone by now (EvalStage.work): one model in memory at once."""
+    from pipeline.core import quiet
+    from pipeline.eval.task_scripts import run_lm_eval
+
+    _release_memory()  # the drift model's cached GPU blocks, before lm-eval loads its copy
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp, "lm_eval.log")
+        try:
+            # cwd: local tasks name their data files relative to evals/tasks/
+            with quiet.to_log(log), quiet.library_output(log), contextlib.chdir(TASKS_DIR):
+                return run_lm_eval.evaluate(spec)
+        except run_lm_eval.UnknownTasks as unknown:
+            raise UserError(
+                f"lm-eval task not found: {unknown} (local tasks live in {TASKS_DIR})"
+            ) from None
+        except Exception as e:
+            tail = procs.tail(log, 40).strip() if log.is_file() else ""
+            cause = f"{type(e).__name__}: {e}"
+            raise _failure(None, f"{tail}\n{cause}" if tail else cause, label) from e
+        finally:
+            _release_memory()  # lm-eval's model, before the next side loads
+
+
+def _release_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _subprocess(python: str, spec: dict, label: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "spec.json").write_text(json.dumps(spec))
+        env = serving_env.offline_env() if spec["model"] == "vllm" else None
+        log = Path(tmp, "lm_eval.log")
+        # cwd: local tasks name their data files relative to evals/tasks/
+        code = procs.run(
+            [python, str(SCRIPT), f"{tmp}/spec.json", f"{tmp}/out.json"], log, env, TASKS_DIR
+        )
+        out_path = Path(tmp, "out.json")
+        if not out_path.is_file():  # vLLM may exit non-zero after success: trust the file
+            raise _failure(code, procs.tail(log, 40), label)
+        return json.loads(out_path.read_text())
 
 
 def _launch(model_dir: Path, backend: str, kv_cache_dtype: str) -> tuple[str, str, dict]:
@@ -134,14 +176,16 @@ def _launch(model_dir: Path, backend: str, kv_cache_dtype: str) -> tuple[str, st
     return str(vllm.SERVE_PYTHON), "vllm", args
 
 
-def _failure(code: int, log_tail: str, label: str) -> Exception:
+def _failure(code: int | None, log_tail: str, label: str) -> Exception:
+    """code: the subprocess's exit status; None for lm-eval run in this process."""
     lines = log_tail.splitlines()
     errors = [line for line in lines if "Error" in line or "error:" in line]
     last = errors[-1].strip() if errors else (lines[-1] if lines else "no output")
     if "task not found" in last:
         return UserError(f"{last.removeprefix('error: ')} (local tasks live in {TASKS_DIR})")
     tail = "\n".join(lines[-15:])
-    return RuntimeError(f"lm-eval failed on the {label} model (exit {code}):\n{tail}")
+    status = f" (exit {code})" if code is not None else ""
+    return RuntimeError(f"lm-eval failed on the {label} model{status}:\n{tail}")
 
 
 def compare(tasks: list[TaskSpec], original: dict, quantized: dict) -> list[dict]:

@@ -6,6 +6,7 @@ SPEC: {"model": "hf" | "vllm", "model_args": {...}, "tasks": [{"task", "num_fews
 "limit"}], "include_path": folder of local task YAMLs}. Runs with the working directory set to
 include_path, so local tasks name their data files relative to it. OUT: lm-eval's "results",
 "n-samples" and "versions" per task. Standalone: the serving env has no pipeline package.
+The main env also calls `evaluate` in its own process (pipeline/eval/tasks.py, hf model).
 """
 
 import json
@@ -43,19 +44,21 @@ def _task_manager(task_manager, include_path: str, names: list[str]):
     return task_manager(include_path=include_path)
 
 
-def main() -> None:
-    spec = json.loads(open(sys.argv[1]).read())
-    if spec["model"] == "vllm":
-        _lm_eval_vllm_on_cpu_wheel()
+class UnknownTasks(Exception):
+    """Tasks lm-eval does not know (the message names them)."""
+
+
+def evaluate(spec: dict) -> dict:
+    """lm-eval's results for the spec's tasks on its model; UnknownTasks before the model
+    loads (a typo should not cost an engine start)."""
     import lm_eval
     from lm_eval.api.registry import get_model
     from lm_eval.tasks import TaskManager
 
     manager = _task_manager(TaskManager, spec["include_path"], [t["task"] for t in spec["tasks"]])
     unknown = [t["task"] for t in spec["tasks"] if t["task"] not in manager.all_tasks]
-    if unknown:  # before loading the model: a typo should not cost an engine start
-        print(f"error: lm-eval task not found: {', '.join(unknown)}", file=sys.stderr)
-        sys.exit(2)
+    if unknown:
+        raise UnknownTasks(", ".join(unknown))
     batch_size = spec.get("batch_size", 8)
     # loaded once (a vLLM engine start is a minute on CPU), then one call per task: each task
     # has its own few-shot count and limit
@@ -75,6 +78,18 @@ def main() -> None:
         )
         for key in ("results", "n-samples", "versions"):
             out[key].update(result.get(key, {}))
+    return out
+
+
+def main() -> None:
+    spec = json.loads(open(sys.argv[1]).read())
+    if spec["model"] == "vllm":
+        _lm_eval_vllm_on_cpu_wheel()
+    try:
+        out = evaluate(spec)
+    except UnknownTasks as unknown:
+        print(f"error: lm-eval task not found: {unknown}", file=sys.stderr)
+        sys.exit(2)
     with open(sys.argv[2], "w") as f:
         json.dump(out, f, indent=1, default=str)
     print("run_lm_eval: done", flush=True)

@@ -31,3 +31,17 @@ def test_the_task_key_ignores_thresholds():
     a = tasks.key({"m": 1}, [TaskSpec(task="t", recovery_threshold=0.9)], "hf")
     b = tasks.key({"m": 1}, [TaskSpec(task="t", recovery_threshold=0.5)], "hf")
     assert a == b != tasks.key({"m": 1}, [TaskSpec(task="t")], "vllm")
+
+
+def test_lm_eval_failing_in_this_process_is_one_error_with_its_cause(tmp_path):
+    """hf tasks run in the eval's own process: a failure inside lm-eval (here: no model where
+    it was pointed) is reported like a failed subprocess, and leaves the process as it was."""
+    import logging
+    import os
+
+    cwd, handlers = os.getcwd(), logging.getLogger("lm_eval").handlers[:]
+    missing = tmp_path / "no-model"
+    with pytest.raises(RuntimeError, match="lm-eval failed on the original model:") as err:
+        tasks.scores(missing, "hf", [TaskSpec(task="pydoc_word_order")], "original")
+    assert not isinstance(err.value, UserError) and str(missing) in str(err.value)
+    assert os.getcwd() == cwd and logging.getLogger("lm_eval").handlers == handlers
