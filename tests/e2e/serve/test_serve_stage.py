@@ -147,14 +147,16 @@ def test_decode_against_the_gpus_roofline_bound(served_fp8):
 
 
 def test_two_serve_settings_keep_their_own_results(served_fp8, session_runs):
-    """SWEEP, then other settings, then SWEEP again: the third is cached; nothing left running."""
+    """SWEEP paired, then one repeat against the original that run kept as the reference (one
+    server: `--original cached`), then SWEEP again: the third is cached; nothing left running."""
     first, _ = served_fp8
-    other = ["--concurrency", "2", "--num-prompts", "4", "--output-len", "16", "--enforce-eager"]
-    other += ["--repeats", "1"]
-    result = cli("serve", "--recipe", "fp8", *other, runs=session_runs, timeout=1200)
+    result = cli("serve", "--recipe", "fp8", *ONE_SIDE, runs=session_runs, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     second = json.loads(results_path(session_runs / "tiny-llama" / "fp8", "serve").read_text())
-    assert [lv["concurrency"] for lv in second["quantized"]["levels"]] == [2]
+    assert second["original_cached"] and not second["comparison"]["paired"]
+    assert second["comparison"]["repeats"] == 1
+    assert second["original"] == first["original"]  # the paired run's original, as measured
+    assert "against the cached original (measured alone at another time" in result.stdout
     again = cli("serve", "--recipe", "fp8", *SWEEP, "--json", runs=session_runs)
     assert again.returncode == 0 and "cached" in again.stderr
     (serve,) = [s for s in json.loads(again.stdout)["stages"] if s["stage"] == "serve"]
