@@ -101,10 +101,8 @@ def _in_process(spec: dict, label: str) -> dict:
             # cwd: local tasks name their data files relative to evals/tasks/
             with quiet.to_log(log), quiet.library_output(log), contextlib.chdir(TASKS_DIR):
                 return run_lm_eval.evaluate(spec)
-        except run_lm_eval.UnknownTasks as unknown:
-            raise UserError(
-                f"lm-eval task not found: {unknown} (local tasks live in {TASKS_DIR})"
-            ) from None
+        except run_lm_eval.UnknownTasks as unknown:  # as the script says it (_failure)
+            raise _failure(2, f"error: lm-eval task not found: {unknown}", label) from None
         except Exception as e:
             tail = procs.tail(log, 40).strip() if log.is_file() else ""
             cause = f"{type(e).__name__}: {e}"
