@@ -426,6 +426,8 @@ def cmd_publish(args) -> Outcome:
     )
     if stage.problems:
         print(f"warning: publishing with --ignore-gates although: {'; '.join(stage.problems)}")
+    if note := publish.loader_note(stage):
+        print(f"note: {note}")
     label = f"publish {q.ref.name} × {q.recipe.name} → {stage.target.display}"
     fields = {"model": q.ref.name, "recipe": q.recipe.name}
     if args.dry_run:

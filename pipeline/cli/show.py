@@ -52,7 +52,8 @@ def quantize(stage, entry, cached: bool) -> None:
         print(f"  routing   {line}")
     reload = m.get("reload") or {}
     if reload.get("transformers") is False:
-        print(f"  note      {reload['reason']}: evaluate and serve it with vLLM")
+        use = "" if reload.get("hf_view") else ": evaluate and serve it with vLLM"
+        print(f"  note      plain from_pretrained: {reload['reason']}{use}")
     print(f"  manifest  {stage.rundir.manifest_path}")
     if not cached and stage.log.is_file():
         print(f"  log       {stage.log} (libraries' messages; -v shows them here)")
@@ -71,6 +72,8 @@ def eval_(stage, entry, cached: bool) -> None:
         print(f"  backend   {results.backend}, chosen by auto: {stage.backend_reason}")
     print(eval_table(results))
     print(f"  results   {stage.rundir.path / entry.outputs['results']}")
+    if not cached and stage.log.is_file():
+        print(f"  log       {stage.log} (libraries' messages; -v shows them here)")
 
 
 def serve(stage, entry, cached: bool) -> None:

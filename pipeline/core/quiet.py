@@ -10,6 +10,7 @@ terminal, as before.
 import contextlib
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,8 +72,21 @@ def library_output(path: Path) -> Iterator[None]:
         yield
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
-        yield
+    _terminals.append(sys.stderr)
+    try:
+        with open(path, "a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+            yield
+    finally:
+        _terminals.pop()
+
+
+_terminals: list = []  # the stderr each library_output replaced, outermost first
+
+
+def terminal():
+    """Where the pipeline's own lines and bars go: the terminal's stderr, also inside
+    `library_output` (whose redirect is for the libraries)."""
+    return _terminals[0] if _terminals else sys.stderr
 
 
 def import_llmcompressor() -> None:

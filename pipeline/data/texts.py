@@ -18,6 +18,7 @@ from pipeline.core.files import sha256_json
 from pipeline.data import corpus
 
 DEFAULT = "python-docs"
+_CHUNKS = 1000  # python-docs sample size (corpus.chunks): part of its texts' identity
 _LOADERS = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
@@ -91,6 +92,21 @@ def load_all(dataset: str, config_name: str | None, split: str, column: str) -> 
     if not texts:
         raise UserError(f"data {source}: no non-empty text in column '{column}'")
     return texts
+
+
+def source_sha(dataset: str, config_name: str | None, split: str, column: str) -> str:
+    """A hash that changes when `load_all`'s texts would, without `datasets` where it can: the
+    offline corpus by its split's recorded hash, a local file by its bytes. A hub data set is
+    loaded and its texts hashed (only its content says whether it changed)."""
+    if dataset == DEFAULT and split in corpus.SPLITS:
+        return sha256_json([DEFAULT, split, corpus.fingerprint()[split]["sha256"], _CHUNKS])
+    path = Path(dataset).expanduser()
+    if _is_file_source(dataset, path) and path.is_file():
+        import hashlib
+
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        return sha256_json(["file", path.suffix, digest, column])
+    return sha256_json(load_all(dataset, config_name, split, column))
 
 
 def check_source(dataset: str, split: str, column: str, what: str) -> None:
@@ -171,7 +187,7 @@ def _load_rows(dataset: str, config_name: str | None, split: str, what: str):
     if dataset == DEFAULT:
         if split not in corpus.SPLITS:
             raise UserError(f"split '{split}' of python-docs; valid: {', '.join(corpus.SPLITS)}")
-        texts = corpus.chunks(corpus.read_split(split))
+        texts = corpus.chunks(corpus.read_split(split), _CHUNKS)
         return datasets.Dataset.from_dict({"text": texts}), f"python-docs:{split}"
     path = Path(dataset).expanduser()
     if _is_file_source(dataset, path):

@@ -7,12 +7,11 @@ hashes, context length and budget) in <cache>/eval-windows/, written after the f
 tokenization; later runs recall them and tokenize only when they have work to do.
 """
 
-import json
 from pathlib import Path
 
 from pipeline.config.recipe import EvalSettings
-from pipeline.core.files import sha256_json, waiting_lock, write_json_atomic
-from pipeline.core.paths import cache_root
+from pipeline.core import memo
+from pipeline.core.files import sha256_json, waiting_lock
 
 FORMAT = "mass-v2"  # bump when the stored columns change: old references are then ignored
 
@@ -29,19 +28,9 @@ def lock(folder: Path):
     return waiting_lock(folder / ".lock")
 
 
-def _path(source: list) -> Path:
-    return cache_root() / "eval-windows" / f"{sha256_json(source)[:24]}.json"
-
-
 def remember(source: list, prints: dict[str, dict]) -> None:
-    write_json_atomic(_path(source), prints)
+    memo.remember("eval-windows", source, prints)
 
 
 def recall(source: list) -> dict[str, dict] | None:
-    path = _path(source)
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None  # tokenize again; the next write replaces it
+    return memo.recall("eval-windows", source)

@@ -57,6 +57,12 @@ class TaskRow(BaseModel):
     recovery: float | None = Field(description="quantized / original")
     recovery_threshold: float | None
     original_cached: bool = False
+    original_dtype: str | None = Field(None, description="what lm-eval scored the original in")
+    quantized_dtype: str | None = Field(
+        None,
+        description="what lm-eval scored the quantized model in; hf: the drift's own model "
+        "object, so the eval's dtype",
+    )
 
 
 class GateCheck(BaseModel):

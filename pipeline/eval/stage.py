@@ -18,7 +18,7 @@ from pipeline import serving_env
 from pipeline.config.recipe import EvalSettings
 from pipeline.core import environment
 from pipeline.core.errors import NotOnThisHost, UserError
-from pipeline.core.files import sha256_json, write_json_atomic
+from pipeline.core.files import write_json_atomic
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.data import texts
@@ -101,6 +101,10 @@ class EvalStage(AfterQuantize):
         cal = self.quantize.calibration
         return texts.load_all(cal.dataset, cal.config_name, cal.split, cal.text_column)
 
+    def _source_sha(self, split: str) -> str:
+        s = self.settings if split == "heldout" else self.quantize.calibration
+        return texts.source_sha(s.dataset, s.config_name, s.split, s.text_column)
+
     def _tokenize(self) -> None:
         """Token windows of both splits (transformers and torch: seconds of imports, so only
         when the stage works or its window fingerprints are not remembered yet)."""
@@ -125,7 +129,7 @@ class EvalStage(AfterQuantize):
     def _window_source(self) -> list:
         """What the windows are made from: the model (its tokenizer), the texts, their sizes."""
         s = self.settings
-        texts_sha = {split: sha256_json(self.split_texts(split)) for split in SPLITS}
+        texts_sha = {split: self._source_sha(split) for split in SPLITS}
         return [self.quantize.model_identity, texts_sha, s.context_length, s.max_tokens]
 
     def _set_keys(self, prints: dict) -> None:
@@ -157,7 +161,11 @@ class EvalStage(AfterQuantize):
 
     def before_work(self) -> None:
         reload = self.quantize.entry().metrics.get("reload") or {}
-        if self.backend == "hf" and reload.get("transformers") is False:
+        if (
+            self.backend == "hf"
+            and reload.get("transformers") is False
+            and not reload.get("hf_view")
+        ):
             raise NotOnThisHost(
                 f"eval backend hf: {reload['reason']}: evaluate with --backend vllm where vLLM "
                 "runs this scheme (a GPU does)"
@@ -166,7 +174,18 @@ class EvalStage(AfterQuantize):
     def outputs(self, folder: str) -> dict[str, str]:
         return {"results": f"{folder}/results.json", "tokens": f"{folder}/{TOKENS}"}
 
+    @property
+    def log(self) -> Path:
+        """Where transformers', compressed-tensors' and lm-eval's lines and bars go."""
+        return self.rundir.path / "logs" / "eval.log"
+
     def work(self, out: Path) -> dict:
+        from pipeline.core import quiet
+
+        with quiet.to_log(self.log), quiet.library_output(self.log):
+            return self._work(out)
+
+    def _work(self, out: Path) -> dict:
         import torch
 
         from pipeline.eval import drift, reference
@@ -185,7 +204,11 @@ class EvalStage(AfterQuantize):
         groups = [self._windows[x] for x in splits]
         per_token = _score(backend, model, groups, [refs[x] for x in splits])
         described = backend.describe(model)
-        del model  # lm-eval loads its own copy
+        tasks_started = time.monotonic()
+        # hf: lm-eval scores this very model object; then it goes before the original loads
+        quantized_scores = self._quantized_scores(model) if s.tasks else None
+        del model
+        _release_memory()  # before the original loads for its task scores
         summary = {}
         for split, toks in zip(splits, per_token, strict=True):
             summary[split] = {
@@ -196,8 +219,7 @@ class EvalStage(AfterQuantize):
                 "reference": {"key": self._keys[split], **drift.coverage(refs[split])},
                 "reference_cached": split not in missing,
             }
-        tasks_started = time.monotonic()
-        task_rows = self._tasks() if s.tasks else []
+        task_rows = self._tasks(quantized_scores) if s.tasks else []
         tasks_seconds = time.monotonic() - tasks_started if s.tasks else 0.0
         self._record_overheads(time.monotonic() - started, tasks_seconds, len(missing))
         results = EvalResults(
@@ -265,20 +287,26 @@ class EvalStage(AfterQuantize):
                     refs[split] = ref
         return refs, missing
 
-    def _tasks(self) -> list[dict]:
+    def _quantized_scores(self, model) -> dict:
         s, q = self.settings, self.quantize
-        with reference_key.lock(self.reference_dir):
-            original, cached = tasks.original_scores(
-                self.reference_dir, q.model_identity, q.model_path, self.backend, s.tasks
-            )
-        quantized = tasks.scores(
+        return tasks.scores(
             q.artifact_for(self.backend),
             self.backend,
             s.tasks,
             "quantized",
             s.kv_cache_dtype,
             q.recipe.online,
+            loaded=model if self.backend == "hf" else None,  # vLLM: the serving env's engine
+            log=self.log,
         )
+
+    def _tasks(self, quantized: dict) -> list[dict]:
+        s, q = self.settings, self.quantize
+        with reference_key.lock(self.reference_dir):
+            original, cached = tasks.original_scores(
+                self.reference_dir, q.model_identity, q.model_path, self.backend, s.tasks,
+                self.log,
+            )  # fmt: skip
         rows = tasks.compare(s.tasks, original, quantized)
         return [{**row, "original_cached": cached} for row in rows]
 
@@ -305,6 +333,16 @@ def _auto_backend(q: QuantizeStage, kv: str) -> tuple[str, str]:
     if usable:
         return "vllm", "GPU host: vLLM runs this scheme"
     return "hf", f"this host's vLLM cannot run {scheme.label if scheme else 'this model'}"
+
+
+def _release_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _backend(name: str):

@@ -1,9 +1,10 @@
 """lm-eval task scores of the original and the quantized model, and the recovery between them.
 
 Runs pipeline/eval/task_scripts/run_lm_eval.py through lm-eval's Python API: lm-eval's `hf` model
-in this process (the main env: torch and transformers are imported already, a fresh interpreter
-would spend ~15 s importing them again per side), or its `vllm` model as a subprocess in the
-serving env (the eval backend decides, so the tasks run on the same kernels as the drift).
+in this process, on the very model object the drift scored (same loader, dtype and device: a
+second loader once met a bf16 MoE router with float32 activations), or its `vllm` model as a
+subprocess in the serving env (the eval backend decides, so the tasks run on the same kernels
+as the drift).
 Local tasks (a YAML and its data) live in evals/tasks/; hub tasks (arc_easy, gsm8k, …) work
 where the hub is reachable.
 The original's scores are cached per (model, tasks, backend) beside the drift reference.
@@ -11,13 +12,12 @@ The original's scores are cached per (model, tasks, backend) beside the drift re
 
 import contextlib
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 from pipeline import serving_env
 from pipeline.config.recipe import TaskSpec
-from pipeline.core import procs
+from pipeline.core import procs, quiet
 from pipeline.core.errors import UserError
 from pipeline.core.files import hash_folder, sha256_json, write_json_atomic
 from pipeline.core.paths import TASKS_DIR
@@ -38,13 +38,18 @@ def key(model_identity: dict, tasks: list[TaskSpec], backend: str) -> str:
 
 
 def original_scores(
-    cache_dir: Path, model_identity: dict, model_dir: Path, backend: str, tasks: list[TaskSpec]
+    cache_dir: Path,
+    model_identity: dict,
+    model_dir: Path,
+    backend: str,
+    tasks: list[TaskSpec],
+    log: Path | None = None,
 ) -> tuple[dict, bool]:
     """(scores, cached): the original model's, computed once per model, tasks and backend."""
     path = cache_dir / f"tasks-{key(model_identity, tasks, backend)}.json"
     if path.is_file():
         return json.loads(path.read_text()), True
-    result = scores(model_dir, backend, tasks, "original")
+    result = scores(model_dir, backend, tasks, "original", log=log)
     write_json_atomic(path, result)
     return result, False
 
@@ -56,10 +61,22 @@ def scores(
     label: str,
     kv_cache_dtype: str = "auto",
     quantization: str | None = None,
+    loaded=None,
+    log: Path | None = None,
 ) -> dict:
-    """{task: {value, stderr, samples}} for each task's metric, plus the lm-eval version.
-    quantization: vLLM's online quantization of the model as it loads (vllm backend)."""
-    python, model, model_args = _launch(Path(model_dir), backend, kv_cache_dtype)
+    """{task: {value, stderr, samples}} for each task's metric, plus the lm-eval version and the
+    dtype lm-eval scored. quantization: vLLM's online quantization of the model as it loads
+    (vllm backend). hf: lm-eval scores `loaded` (the drift's own model object), else the model
+    loaded the drift's way (backends/hf.py): never a second loader with other dtypes. `log`:
+    where the libraries' lines go (the eval's log; a throwaway one when None)."""
+    if log is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            return scores(model_dir, backend, tasks, label, kv_cache_dtype, quantization,
+                          loaded, Path(tmp, "lm_eval.log"))  # fmt: skip
+    if backend == "hf":
+        model, model_args = "hf", {"tokenizer": str(model_dir), "add_bos_token": True}
+    else:
+        model, model_args = "vllm", _vllm_args(Path(model_dir), kv_cache_dtype)
     if quantization:
         model_args["quantization"] = quantization
     spec = {
@@ -70,9 +87,13 @@ def scores(
         "batch_size": LM_EVAL_BATCH,
     }
     names = ", ".join(t.task for t in tasks)
-    print(f"lm-eval ({model}) on the {label} model: {names}", file=sys.stderr, flush=True)
-    out = _in_process(spec, label) if backend == "hf" else _subprocess(python, spec, label)
-    result = {"lm_eval": out["lm_eval"], "tasks": {}}
+    print(f"lm-eval ({model}) on the {label} model: {names}", file=quiet.terminal(), flush=True)
+    if backend == "hf":
+        out = _in_process(spec, label, log, model_dir, loaded)
+    else:
+        out = _subprocess(spec, label)
+        out["dtype"] = "bfloat16" + (f", online {quantization}" if quantization else "")
+    result = {"lm_eval": out["lm_eval"], "dtype": out["dtype"], "tasks": {}}
     for t in tasks:
         metrics = out["results"].get(t.task, {})
         if f"{t.metric},none" not in metrics:
@@ -88,40 +109,32 @@ def scores(
     return result
 
 
-def _in_process(spec: dict, label: str) -> dict:
-    """lm-eval here, its messages and bars in a log (its tail shown when it fails; -v: on the
-    terminal). The drift's model is gone by now (EvalStage.work): one model in memory at once."""
-    from pipeline.core import quiet
+def _in_process(spec: dict, label: str, log: Path, model_dir: Path, loaded) -> dict:
+    """lm-eval here, on `loaded` or the model loaded as the drift loads it, its messages and
+    bars in the eval's log (their tail shown when it fails; -v: on the terminal)."""
+    from pipeline.eval.backends import hf
     from pipeline.eval.task_scripts import run_lm_eval
 
-    _release_memory()  # the drift model's cached GPU blocks, before lm-eval loads its copy
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp, "lm_eval.log")
-        try:
-            # cwd: local tasks name their data files relative to evals/tasks/
-            with quiet.to_log(log), quiet.library_output(log), contextlib.chdir(TASKS_DIR):
-                return run_lm_eval.evaluate(spec)
-        except run_lm_eval.UnknownTasks as unknown:  # as the script says it (_failure)
-            raise _failure(2, f"error: lm-eval task not found: {unknown}", label) from None
-        except Exception as e:
-            tail = procs.tail(log, 40).strip() if log.is_file() else ""
-            cause = f"{type(e).__name__}: {e}"
-            raise _failure(None, f"{tail}\n{cause}" if tail else cause, label) from e
-        finally:
-            _release_memory()  # lm-eval's model, before the next side loads
+    try:
+        # cwd: local tasks name their data files relative to evals/tasks/
+        with quiet.to_log(log), quiet.library_output(log), contextlib.chdir(TASKS_DIR):
+            run_lm_eval.check_tasks(spec)  # before a model loads: a typo costs nothing
+            model = loaded if loaded is not None else hf.load(model_dir)
+            out = run_lm_eval.evaluate({**spec, "model_args": {**spec["model_args"],
+                                                               "pretrained": model}})  # fmt: skip
+            return {**out, "dtype": hf.describe(model)["dtype"]}
+    except run_lm_eval.UnknownTasks as unknown:  # as the script says it (_failure)
+        raise _failure(2, f"error: lm-eval task not found: {unknown}", label) from None
+    except Exception as e:
+        tail = procs.tail(log, 40).strip()
+        cause = f"{type(e).__name__}: {e}"
+        raise _failure(None, f"{tail}\n{cause}" if tail else cause, label) from e
 
 
-def _release_memory() -> None:
-    import gc
+def _subprocess(spec: dict, label: str) -> dict:
+    from pipeline.eval.backends import vllm
 
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def _subprocess(python: str, spec: dict, label: str) -> dict:
+    python = str(vllm.SERVE_PYTHON)
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "spec.json").write_text(json.dumps(spec))
         env = serving_env.offline_env() if spec["model"] == "vllm" else None
@@ -136,25 +149,7 @@ def _subprocess(python: str, spec: dict, label: str) -> dict:
         return json.loads(out_path.read_text())
 
 
-def _launch(model_dir: Path, backend: str, kv_cache_dtype: str) -> tuple[str, str, dict]:
-    if backend == "hf":
-        import torch
-
-        from pipeline.models.hf_load import fp4_weights
-
-        gpu = torch.cuda.is_available()
-        # float32 on CPU as the hf drift backend (exact); but FP4 checkpoints decompress to bf16
-        # and lm-eval's loader cannot widen them (hf_load does that for the drift only)
-        cpu_dtype = "bfloat16" if fp4_weights(model_dir) else "float32"
-        args = {
-            "pretrained": str(model_dir),
-            "dtype": "auto" if gpu else cpu_dtype,
-            "device": "cuda" if gpu else "cpu",
-            "add_bos_token": True,
-        }
-        if gpu and torch.cuda.device_count() > 1:  # a model larger than one GPU: spread it
-            args["parallelize"] = True
-        return sys.executable, "hf", args
+def _vllm_args(model_dir: Path, kv_cache_dtype: str) -> dict:
     from pipeline.core import environment
     from pipeline.eval.backends import vllm
 
@@ -162,7 +157,7 @@ def _launch(model_dir: Path, backend: str, kv_cache_dtype: str) -> tuple[str, st
     max_len = min(int(config.get("max_position_embeddings", MAX_MODEL_LEN)), MAX_MODEL_LEN)
     # each side's own engine: the original may need more GPUs than the artifact
     engine = vllm.engine_for(model_dir, max_len, environment.gpus(), users=LM_EVAL_BATCH)
-    args = {
+    return {
         "pretrained": str(model_dir),
         "dtype": "bfloat16",
         "kv_cache_dtype": kv_cache_dtype,
@@ -171,7 +166,6 @@ def _launch(model_dir: Path, backend: str, kv_cache_dtype: str) -> tuple[str, st
         "add_bos_token": True,
         **engine.vllm_kwargs(),
     }
-    return str(vllm.SERVE_PYTHON), "vllm", args
 
 
 def _failure(code: int | None, log_tail: str, label: str) -> Exception:
@@ -204,6 +198,8 @@ def compare(tasks: list[TaskSpec], original: dict, quantized: dict) -> list[dict
                 "quantized_stderr": q["stderr"],
                 "recovery": recovery,
                 "recovery_threshold": t.recovery_threshold,
+                "original_dtype": original.get("dtype"),
+                "quantized_dtype": quantized.get("dtype"),
             }
         )
     return rows

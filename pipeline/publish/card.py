@@ -45,6 +45,7 @@ def render(c: CardInputs) -> str:
             _quality(c),
             _serving(c),
             _deploy(c),
+            _load(c),
             _reproduce(c),
         )
         if part
@@ -65,7 +66,8 @@ def _metadata(c: CardInputs):
         base_model=c.model.get("hub_id") or c.model["name"],
         base_model_relation="quantized",
         license=c.model.get("license"),
-        library_name="transformers",
+        # the hub's "Use this model" snippet: only where transformers maps the checkpoint
+        library_name="transformers" if transformers_loads(c) else None,
         pipeline_tag="text-generation",
         tags=tags,
         model_name=c.repo_id,
@@ -350,6 +352,37 @@ def _deploy(c: CardInputs) -> str:
         "    stream=True,\n)\n"
         "for chunk in stream:\n"
         '    print(chunk.choices[0].delta.content or "", end="")\n```'
+    )
+
+
+def transformers_loads(c: CardInputs) -> bool:
+    """False where the quantize check found that plain `from_pretrained` does not map the
+    checkpoint (None, not reloaded: large models, whose spot check reads the names only)."""
+    return (c.quantize.metrics.get("reload") or {}).get("transformers") is not False
+
+
+def _load(c: CardInputs) -> str:
+    """The Python loader that works: transformers where it maps the checkpoint, else vLLM's
+    offline engine, with the reason."""
+    if transformers_loads(c):
+        return (
+            "## Load in Python\n\n"
+            "```python\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
+            f'model = AutoModelForCausalLM.from_pretrained("{c.repo_id}", dtype="auto", '
+            'device_map="auto")\n'
+            f'tokenizer = AutoTokenizer.from_pretrained("{c.repo_id}")\n```\n\n'
+            "transformers decompresses the compressed-tensors weights as it loads them."
+        )
+    reason = c.quantize.metrics["reload"]["reason"]
+    return (
+        "## Load in Python\n\n"
+        "```python\nfrom vllm import LLM, SamplingParams\n\n"
+        f'llm = LLM(model="{c.repo_id}")\n'
+        'print(llm.generate(["Hello!"], SamplingParams(max_tokens=32))[0].outputs[0].text)\n'
+        "```\n\n"
+        f"**Not with transformers' `AutoModelForCausalLM.from_pretrained`:** {reason}. "
+        "transformers then warns and leaves those parameters randomly initialised: the model "
+        "runs and its outputs are wrong."
     )
 
 

@@ -187,6 +187,17 @@ def _serve_results(q: QuantizeStage) -> tuple:
     return serve_results.load(q.rundir.path / entry.outputs["results"]), env
 
 
+def loader_note(stage: PublishStage) -> str | None:
+    """Where plain transformers does not load the artifact: why, and the loader the card names."""
+    reload = stage.quantize.entry().metrics.get("reload") or {}
+    if reload.get("transformers") is not False:
+        return None
+    return (
+        f"AutoModelForCausalLM.from_pretrained does not load this artifact ({reload['reason']}): "
+        "the card names vLLM as its loader"
+    )
+
+
 def card_inputs(stage: PublishStage) -> card.CardInputs:
     q = stage.quantize
     served, hardware = _serve_results(q)

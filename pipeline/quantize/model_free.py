@@ -48,6 +48,20 @@ def unsupported(recipe: RecipeFile) -> str | None:
     return None
 
 
+def unsupported_for(recipe: RecipeFile, config: dict) -> str | None:
+    """Why `recipe` cannot take the model-free path on this model (None: it can)."""
+    why = unsupported(recipe)
+    if why:
+        return why
+    scheme = recipe.scheme()
+    # NVFP4's global scales are shared by fused partners that model_free_ptq finds by name
+    # (q_proj with k_proj and v_proj): an MLA attention has q_proj but no k_proj / v_proj
+    # ("Dependency weight … v_proj.weight not found in weight map"); oneshot fuses by module
+    if scheme and scheme.global_scales and "kv_lora_rank" in config:
+        return "NVFP4 fuses q/k/v global scales by tensor name and MLA attention has no k/v_proj"
+    return None
+
+
 def derived_ignore(model_path: Path, recipe: RecipeFile) -> list[str]:
     """Checkpoint modules with a 2-D weight that oneshot leaves in 16 bits, by exact name (the
     recipe's own patterns first): found on a meta-device model of the architecture."""

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from pipeline.config import recipe
 from pipeline.config.strict import validated
-from pipeline.core import environment, progress, quiet
+from pipeline.core import environment, memo, progress, quiet
 from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
 from pipeline.core.rundir import RunDir, StageEntry
-from pipeline.data.texts import TextSet, check_source, load_texts
+from pipeline.data.texts import TextSet, check_source, load_texts, source_sha
 from pipeline.models import aliases, integrity
 from pipeline.quantize import model_free, plan, verify
 
@@ -135,7 +135,7 @@ class QuantizeStage:
             column = "messages" if cal.chat_template else cal.text_column
             check_source(cal.dataset, cal.split, column, "calibration")
         _check_nproc(nproc, rf, cal)
-        path = _choose_path(path, rf, workers)
+        path = _choose_path(path, rf, workers, config)
         capped = {}
         for name, args in rf.modifiers() if ref.source == "tiny" else []:
             iters = args.get("iters")  # None (`iters:` left empty): the modifier's default
@@ -164,7 +164,7 @@ class QuantizeStage:
         gib = 2**30
         given = "--max-memory" if max_memory else "this host has available"
         hint = "a GPU host keeps the model in bf16"
-        if self.path == "oneshot" and not model_free.unsupported(self.recipe):
+        if self.path == "oneshot" and not model_free.unsupported_for(self.recipe, self.config):
             other = QuantizeStage(**{**self.__dict__, "path": "model-free"})
             needs = other.plan()["memory_bytes"]["cpu_ram_peak_estimate"] / gib
             hint = f"the model-free path needs ~{needs:.1f} GiB (--path model-free)"
@@ -202,29 +202,47 @@ class QuantizeStage:
         return {"path": self.path, "workers": self.workers, "shards": shards}
 
     def load_inputs(self) -> None:
-        """Materialize the model (build / download) and the calibration text; no run dir yet."""
+        """Materialize the model (build / download); no run dir yet. The calibration text
+        loads when it is needed (load_texts)."""
         if self.model_path is not None:
             return
         self.model_path, self.model_identity = aliases.materialize(self.ref)
         if self.ref.source in ("hub", "alias"):  # a cut-short download: a partial snapshot
             integrity.check_weights(self.model_path)
-        if self.calibration.num_samples > 0:
-            tokenizer = None
-            if self.calibration.chat_template or self.calibration.pack:
-                from transformers import AutoTokenizer
 
-                tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-            self.texts = load_texts(self.calibration, tokenizer)
+    def load_texts(self) -> None:
+        """The calibration text (through `datasets`; a tokenizer when packing or chatting)."""
+        self.load_inputs()
+        if self.texts is not None or self.calibration.num_samples == 0:
+            return
+        tokenizer = None
+        if self.calibration.chat_template or self.calibration.pack:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.texts = load_texts(self.calibration, tokenizer)
+
+    def _calibration_data(self) -> dict | None:
+        """The calibration text's description and hash: remembered per source (the settings,
+        the data's own hash, the tokenizer where it decides the count), so that a cached run
+        does not import `datasets` to find it has nothing to do."""
+        cal = self.calibration
+        if cal.num_samples == 0:
+            return None
+        column = "messages" if cal.chat_template else cal.text_column
+        tokenized = self.model_identity if cal.chat_template or cal.pack else None
+        data_sha = source_sha(cal.dataset, cal.config_name, cal.split, column)
+        source = [cal.model_dump(), data_sha, tokenized]
+        found = memo.recall("calibration-texts", source)
+        if found is None:
+            self.load_texts()
+            found = {**self.texts.description, "sha256": self.texts.fingerprint}
+            memo.remember("calibration-texts", source, found)
+        return {**found, "max_seq_length": cal.max_seq_length}
 
     def inputs(self) -> dict:
         self.load_inputs()
-        data = None
-        if self.texts:
-            data = {
-                **self.texts.description,
-                "sha256": self.texts.fingerprint,
-                "max_seq_length": self.calibration.max_seq_length,
-            }
+        data = self._calibration_data()
         found = {
             "model": self.model_identity,
             "recipe_sha256": self.recipe.section_sha256("quantization", "calibration"),
@@ -247,6 +265,7 @@ class QuantizeStage:
     def work(self, out: Path) -> dict:
         if self.recipe.online:
             return _online(self, out)
+        self.load_texts()
         return _quantize(self, out)
 
     def entry(self) -> StageEntry:
@@ -405,9 +424,9 @@ def _with_routers_ignored(job: QuantizeStage) -> dict:
     return found
 
 
-def _choose_path(path: str | None, rf: recipe.RecipeFile, workers: int) -> str:
+def _choose_path(path: str | None, rf: recipe.RecipeFile, workers: int, config: dict) -> str:
     """model-free for a data-free recipe unless --path says otherwise; oneshot for the rest."""
-    why_not = model_free.unsupported(rf)
+    why_not = model_free.unsupported_for(rf, config)
     if workers < 1:
         raise UserError(f"--workers {workers}: at least 1")
     if rf.online:

@@ -1,11 +1,12 @@
 """Does the artifact load back? Checked before the quantize stage says "done".
 
-transformers reloads it (float32 on CPU) and must map every tensor: none unexpected, none of the
-model's parameters missing; a forward pass on a few tokens must give finite logits. Where this
-transformers cannot map a family's saved names (seen: Mixtral written by llm-compressor 0.14,
-experts saved one by one, which transformers 5.17 keeps fused), the artifact is still what vLLM
-loads: the stage is done and records why the hf backend cannot use it. Large models are not
-reloaded (it would hold a second copy of the model): their check reads headers, dtypes and
+transformers reloads it (float32 on CPU) as a user's plain `from_pretrained` would and must map
+every tensor: none unexpected, none of the model's parameters missing; a forward pass on a few
+tokens must give finite logits. Where this transformers cannot load what llm-compressor writes
+(seen with 5.17: Mixtral's experts saved one by one, FP8-block and NVFP4 experts), the artifact
+is still what vLLM loads: the stage is done and records which tensors and why (the card then
+names vLLM as the loader), and whether the pipeline's view (moe_view.py) loads. Large models are
+not reloaded (it would hold a second copy of the model): their check reads headers, dtypes and
 shapes, requires every scale finite and positive, and dequantizes a few rows of every quantized
 weight stored as FP8 / INT8 / packed INT to compare them with the original's rows.
 
@@ -29,7 +30,15 @@ def check(artifact: Path, original: Path, params: int, bits: int) -> dict:
     (`bits`: the scheme's weight bits)."""
     if params <= RELOAD_LIMIT:
         return reload(artifact, params)
-    return spot_check(artifact, original, params, bits)
+    checked = spot_check(artifact, original, params, bits)
+    from pipeline.models import moe_view
+
+    if moe_view.needed(artifact):  # known by its names: plain from_pretrained leaves experts out
+        reason = (
+            f"{checked['reason']}; plain from_pretrained does not load it: {moe_view.why(artifact)}"
+        )
+        return {**checked, "transformers": False, "reason": reason, "hf_view": True}
+    return checked
 
 
 def quantized_as_planned(artifact: Path, recipe, config: dict) -> None:
@@ -128,30 +137,62 @@ def _dequantized_rows(module: str, table: dict, files: dict, scale, bits: int):
 
 
 def reload(artifact: Path, params: int) -> dict:
-    """{"transformers": True | False | None, "reason": …}; raises on non-finite logits."""
+    """{"transformers": True | False | None, "reason": …}: what plain
+    `AutoModelForCausalLM.from_pretrained(artifact)` does, as a user who downloads the artifact
+    would run it. Where it does not but the pipeline's view does (moe_view.py), "hf_view": True:
+    the hf eval backend runs the view. Raises on non-finite logits or a failing forward pass."""
     if params > RELOAD_LIMIT:
         return {"transformers": None, "reason": f"not reloaded here ({params / 1e9:.1f}B params)"}
     import tempfile
 
+    from pipeline.models import moe_view
+
+    plain = _reload(artifact)
+    if plain["transformers"]:
+        return plain
+    vllm = {**plain, "reason": f"{plain['reason']}; vLLM loads it"}
+    if not moe_view.needed(artifact):
+        return vllm
+    with tempfile.TemporaryDirectory() as tmp:  # the view the hf eval backend loads
+        view = _reload(moe_view.ensure(artifact, Path(tmp) / "view"))
+    if not view["transformers"]:
+        return vllm
+    why = moe_view.why(artifact)
+    return {**plain, "reason": f"{plain['reason']}: {why}; vLLM loads it", "hf_view": True}
+
+
+SHOWN_KEYS = 4  # unexpected / missing names kept in the manifest
+
+
+def _reload(artifact: Path) -> dict:
     import torch
     import transformers
 
-    from pipeline.models import hf_load, moe_view
+    from pipeline.models import hf_load
 
-    if moe_view.needed(artifact):  # Mixtral: the view the hf backend loads
-        with tempfile.TemporaryDirectory() as tmp:
-            return reload(moe_view.ensure(artifact, Path(tmp) / "view"), params)
-    model, info = hf_load.from_pretrained(artifact, torch.float32, output_loading_info=True)
-    missing, unexpected = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
-    if missing or unexpected:
-        shown = ", ".join([*unexpected[:1], *missing[:1]])
+    try:
+        model, info = hf_load.from_pretrained(artifact, torch.float32, output_loading_info=True)
+    except RuntimeError as e:  # transformers' own conversion fails (seen: FP8 block MoE experts)
+        if "CONVERSION" not in str(e):
+            raise  # anything else: the artifact is not done
         return {
             "transformers": False,
-            "reason": (
-                f"transformers {transformers.__version__} does not map this artifact back: "
-                f"{len(unexpected)} tensors unexpected, {len(missing)} parameters missing "
-                f"(e.g. {shown}); vLLM loads it"
-            ),
+            "reason": f"transformers {transformers.__version__} cannot load it "
+            f"({type(e).__name__}: {_conversion_error(e)})",
+        }
+    missing, unexpected = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
+    if missing or unexpected:
+        parts = []
+        if unexpected:
+            parts.append(f"{len(unexpected)} tensors ignored (e.g. {unexpected[0]})")
+        if missing:
+            parts.append(f"{len(missing)} parameters left randomly initialised (e.g. {missing[0]})")
+        return {
+            "transformers": False,
+            "reason": f"transformers {transformers.__version__} does not map this artifact: "
+            + ", ".join(parts),
+            "unexpected": {"count": len(unexpected), "first": unexpected[:SHOWN_KEYS]},
+            "missing": {"count": len(missing), "first": missing[:SHOWN_KEYS]},
         }
     vocab = model.config.get_text_config().vocab_size
     ids = torch.arange(1, 9).remainder(vocab)[None]
@@ -167,3 +208,19 @@ def reload(artifact: Path, params: int) -> dict:
     if not torch.isfinite(logits).all():
         raise ArtifactCheckError("artifact check: the reloaded artifact gives non-finite logits")
     return {"transformers": True, "reason": None}
+
+
+def _conversion_error(error: Exception) -> str:
+    """transformers' exception only points at its load report ("look at the CONVERSION
+    entries"): the first failed conversion, read from the report's own frame."""
+    tb = error.__traceback__
+    while tb is not None:
+        info = tb.tb_frame.f_locals.get("loading_info")
+        errors = getattr(info, "conversion_errors", None)
+        if errors:
+            target, text = next(iter(errors.items()))
+            lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+            cause = next((x for x in reversed(lines) if not x.startswith("Error:")), "")
+            return f"converting {target}: {cause}"
+        tb = tb.tb_next
+    return first_line(error)

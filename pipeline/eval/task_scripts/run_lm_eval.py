@@ -53,16 +53,23 @@ class UnknownTasks(Exception):
     """Tasks lm-eval does not know (the message names them)."""
 
 
-def evaluate(spec: dict) -> dict:
-    """lm-eval's results for the spec's tasks on its model; UnknownTasks before the model
-    loads (a typo should not cost an engine start)."""
-    import lm_eval
-    from lm_eval.api.registry import get_model
-
+def check_tasks(spec: dict):
+    """The task index for the spec's tasks; UnknownTasks names those lm-eval does not know."""
     manager = _task_manager(spec["include_path"], tuple(t["task"] for t in spec["tasks"]))
     unknown = [t["task"] for t in spec["tasks"] if t["task"] not in manager.all_tasks]
     if unknown:
         raise UnknownTasks(", ".join(unknown))
+    return manager
+
+
+def evaluate(spec: dict) -> dict:
+    """lm-eval's results for the spec's tasks on its model; UnknownTasks before the model
+    loads (a typo should not cost an engine start). The model: a path, or (in the main env's
+    own process) a transformers model object."""
+    import lm_eval
+    from lm_eval.api.registry import get_model
+
+    manager = check_tasks(spec)
     batch_size = spec.get("batch_size", 8)
     # loaded once (a vLLM engine start is a minute on CPU), then one call per task: each task
     # has its own few-shot count and limit

@@ -33,6 +33,15 @@ def test_eval_prints_both_splits_and_writes_json(evaluated, session_runs):
     assert task["recovery"] == pytest.approx(task["quantized"] / task["original"])
     assert "pydoc_word_order" in result.stdout and "recovery" in result.stdout
     assert results["gates"]["passed"] and len(results["gates"]["checks"]) == 4
+    assert task["quantized_dtype"] == results["dtype"] == "float32"  # the drift's own model
+    # the terminal: our bars and lines; transformers', compressed-tensors' and lm-eval's in the log
+    for library in ("Loading weights", "Decompressing model", "Compressing model",
+                    "Running loglikelihood", "Tokenizing inputs"):  # fmt: skip
+        assert library not in result.stderr
+    assert "lm-eval (hf) on the quantized model" in result.stderr
+    (said,) = [x.split()[1] for x in result.stdout.splitlines() if x.startswith("  log ")]
+    assert said.endswith("gptq/logs/eval.log")  # (the run directory of the worker that ran it)
+    assert "Running loglikelihood" in open(said).read()
     manifest = json.loads((session_runs / "tiny-llama" / "gptq" / "manifest.json").read_text())
     assert manifest["stages"]["eval"]["status"] == "done"
     metrics = manifest["stages"]["eval"]["metrics"]
@@ -48,6 +57,28 @@ def test_rerun_reuses_results_and_other_recipes_reuse_the_reference(evaluated, s
     assert all(results["splits"][s]["reference_cached"] for s in ("heldout", "calibration"))
     (task,) = evaluated("fp8")[0]["tasks"]  # same task: the original's score is on disk
     assert task["original_cached"]
+
+
+def test_a_cached_eval_imports_no_datasets_torch_or_transformers(evaluated, session_runs):
+    """A fresh process, as `make eval` starts one: what it imports before saying `cached`."""
+    import os
+    import subprocess
+    import sys
+
+    evaluated("gptq")
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pipeline", "eval", "--recipe", "gptq",
+         "--backend", "hf"],
+        cwd=REPO, env={**os.environ, "RUNS_DIR": str(session_runs)}, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0 and "eval tiny-llama × gptq: cached" in result.stdout
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert not imported & {"datasets", "torch", "transformers", "pandas"}
 
 
 def test_failed_gate_exits_3_and_names_it(tmp_path, quantized, session_runs):

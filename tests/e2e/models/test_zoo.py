@@ -36,14 +36,21 @@ def zoo_runs(tmp_path_factory):
     return tmp_path_factory.mktemp("zoo-runs")
 
 
-@pytest.fixture(scope="module")
-def short_eval(tmp_path_factory) -> str:
-    """fp8 with a 512-token eval and no lm-eval task: drift is what the zoo checks."""
-    text = (REPO / "recipes" / "fp8.yaml").read_text().replace("16384", "512")
+def _short(name: str, folder: Path) -> str:
+    """The shipped recipe with a 512-token eval and its lm-eval task on 8 documents (added
+    where the recipe has none): drift and lm-eval on the same model is what the zoo checks."""
+    text = (REPO / "recipes" / f"{name}.yaml").read_text().replace("16384", "512")
     text = re.sub(r"\n  tasks:.*?\n(?=  gates:)", "\n", text, flags=re.S)
-    path = tmp_path_factory.mktemp("recipes") / "fp8.yaml"
+    task = "  tasks:\n    - task: pydoc_word_order\n      metric: acc\n      limit: 8\n"
+    text = text.replace("\n  gates:", f"\n{task}  gates:", 1)
+    path = folder / f"{name}.yaml"
     path.write_text(text.replace("context_length: 512", "context_length: 256"))  # > window
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def short_eval(tmp_path_factory) -> str:
+    return _short("fp8", tmp_path_factory.mktemp("recipes"))
 
 
 def _w4a16(alias: str) -> str:
@@ -61,8 +68,12 @@ def test_zoo_quantizes_reloads_and_matches_the_plan(zoo, zoo_runs, short_eval, a
         (stage,) = json.loads(result.stdout)["stages"]
         m = stage["metrics"]
         assert m["ratio_to_theoretical"] >= 1.0
-        # Mixtral through the view with the expert names transformers maps (moe_view.py)
-        assert m["reload"] == {"transformers": True, "reason": None}
+        if alias == "mixtral-8x7b":  # plain from_pretrained leaves its experts out; the view
+            reload = m["reload"]  # with the names transformers maps loads (moe_view.py)
+            assert reload["transformers"] is False and reload["hf_view"] is True, reload
+            assert reload["missing"]["count"] == 4 and "experts.N.w1" in reload["reason"]
+        else:
+            assert m["reload"] == {"transformers": True, "reason": None}
         config = json.loads((zoo[alias] / "config.json").read_text())
         if name == "gptq":  # calibrated MoE: the router's choices were counted
             routed = m["routing"]
@@ -103,6 +114,51 @@ def test_zoo_evaluates_on_the_hf_backend(zoo, zoo_runs, short_eval, alias):
     assert 0 < heldout["ppl_ratio"] < 2  # random weights, but the same ones on both sides
     fused = alias in MOE  # transformers 5 fuses every MoE family's experts into 3-D tensors
     assert ("MoE experts dequantized" in results["dtype"]) is fused, results["dtype"]
+    (task,) = results["tasks"]  # lm-eval scored the drift's own model object
+    assert task["samples"] == 8 and task["quantized_dtype"] == results["dtype"]
+
+
+# Data-free recipes besides fp8 (above); vllm-fp8 is vLLM's online FP8: no artifact for hf
+DATA_FREE = ["fp8-block", "w4a16-rtn", "w8a16", "mxfp4", "nvfp4a16"]
+
+
+@pytest.mark.parametrize("recipe_name", DATA_FREE)
+@pytest.mark.parametrize("alias", sorted(MOE))
+def test_moe_evaluates_every_data_free_recipe(zoo, zoo_runs, tmp_path, alias, recipe_name):
+    """transformers 5.17 cannot take FP8-block or NVFP4 experts as llm-compressor writes them,
+    nor Mixtral's expert names: the hf eval loads the pipeline's view (moe_view.py), drift and
+    lm-eval on the same model; the manifest says what plain from_pretrained does."""
+    name = _short(recipe_name, tmp_path)
+    result = cli("eval", "--model", str(zoo[alias]), "--recipe", name, "--backend", "hf",
+                 "--json", runs=zoo_runs)  # fmt: skip
+    assert "Traceback" not in result.stderr
+    assert result.returncode in (0, 3), result.stderr[-3000:]
+    stages = {s["stage"]: s for s in json.loads(result.stdout)["stages"]}
+    results = json.loads(open(stages["eval"]["paths"]["results"]).read())
+    assert results["splits"]["heldout"]["kl_mean"] > 0
+    (task,) = results["tasks"]
+    assert task["quantized_dtype"] == results["dtype"], (task, results["dtype"])
+    manifest = json.loads((zoo_runs / alias / recipe_name / "manifest.json").read_text())
+    reload = manifest["stages"]["quantize"]["metrics"]["reload"]
+    viewed = alias == "mixtral-8x7b" or recipe_name in ("fp8-block", "nvfp4a16")
+    assert reload["transformers"] is not viewed and bool(reload.get("hf_view")) is viewed, reload
+
+
+def test_mixtral_card_names_vllm_as_its_loader(zoo, zoo_runs, short_eval, tmp_path):
+    """Published as a user would download it: the card's Python loader is vLLM's, with the
+    reason; the hub gets no transformers snippet; publish says so on the terminal."""
+    cli("eval", "--model", str(zoo["mixtral-8x7b"]), "--recipe", short_eval, runs=zoo_runs)
+    target = f"file://{tmp_path / 'published'}"
+    result = cli("publish", "--model", str(zoo["mixtral-8x7b"]), "--recipe", short_eval,
+                 "--repo", target, "--ignore-gates", runs=zoo_runs)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "note: AutoModelForCausalLM.from_pretrained does not load this artifact" in result.stdout
+    from huggingface_hub import ModelCard
+
+    card = ModelCard((tmp_path / "published" / "README.md").read_text())
+    assert card.data.library_name is None
+    assert "from vllm import LLM" in card.text and "from transformers import" not in card.text
+    assert "4 parameters left randomly initialised" in card.text
 
 
 @pytest.mark.parametrize("alias", ["mixtral-8x7b", "qwen3-30b-a3b"])

@@ -89,6 +89,10 @@ def test_dry_run_writes_a_complete_card_and_sends_nothing(published_run, session
     kv = serve_results["quantized"]["engine"]["kv_cache_size_tokens"]
     assert f"{kv:,}" in body and "vllm serve acme/tiny-llama-fp8" in body
     assert "from openai import OpenAI" in body and "make run MODEL=tiny-llama RECIPE=fp8" in body
+    # transformers maps this artifact (the quantize check): its loader, and the hub's snippet
+    assert data.library_name == "transformers"
+    assert 'AutoModelForCausalLM.from_pretrained("acme/tiny-llama-fp8"' in body
+    assert "note:" not in result.stdout
     assert "Published with `--ignore-gates`" not in body
     # the deployment table (bound, reference GPU) and the measured cost where it was served
     assert "Sized for 100 users × 4,000 tokens of context on H100-80GB" in body
