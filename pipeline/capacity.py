@@ -22,8 +22,9 @@ Per recipe (and the unquantized original) × KV-cache dtype:
 from dataclasses import asdict, dataclass
 
 from pipeline.core.errors import UserError
-from pipeline.models import architecture, kv_layout
+from pipeline.models import kv_layout
 from pipeline.perf.gpus import SPECS
+from pipeline.planning import parallel, shipped
 from pipeline.quantize.plan import artifact_bytes
 
 GIB = 2**30
@@ -32,7 +33,9 @@ OVERHEAD_GIB = 2.0
 # Memory as nvidia-smi reports it, per known GPU type (pipeline/perf/gpus.py: one table)
 GPUS = {name: spec.memory_bytes for name, spec in SPECS.items()}
 KV_BYTES = {"auto": 2, "bf16": 2, "fp16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
-MAX_TP = 64
+GPUS_PER_NODE = 8  # vLLM's guidance: TP within a node, pipeline stages across nodes
+MAX_NODES = 8
+MAX_TP = GPUS_PER_NODE * MAX_NODES  # the most GPUs a plan proposes
 
 
 def gpu_bytes(name: str) -> int:
@@ -106,9 +109,15 @@ class Row:
     weights_bytes: int
     kv_bytes_per_token: int
     kv_bytes_needed: int
-    gpus: int | None  # None: does not fit even at MAX_TP
+    gpus: int | None  # tp × pp; None: does not fit even on MAX_NODES nodes
     max_users: int | None
     kv_room_bytes: int | None
+    tp: int | None = None  # tensor parallel: within a node, a size vLLM accepts (parallel.py)
+    pp: int | None = None  # pipeline stages: one per node beyond the first
+
+    @property
+    def nodes(self) -> int | None:
+        return self.pp
 
 
 def plan_row(
@@ -122,21 +131,24 @@ def plan_row(
     utilization: float,
     overhead: int,
     scheduled: int,
+    gpus_per_node: int = GPUS_PER_NODE,
 ) -> Row:
+    """The fewest GPUs that hold the weights and `users` × `context` of KV: the smallest TP
+    vLLM accepts within one node; past a node, TP = the node's largest and one pipeline stage
+    per node (each stage holds its share of the layers, and of the KV cache)."""
     per_token = kv_bytes_per_token(config, kv_dtype)
     size = element_bytes(kv_dtype)
     needed = users * kv_layout.bytes_per_sequence(config, size, context, scheduled)
-    heads = config["num_attention_heads"]
-    for tp in range(1, MAX_TP + 1):
-        if heads % tp:
-            continue
-        room = gpu * utilization - overhead - weights / tp  # per GPU
-        sequence = kv_layout.bytes_per_sequence(config, size, context, scheduled, tp)
-        if room >= users * sequence:
-            return Row(
-                recipe_name, kv_dtype, weights, per_token, needed, tp,
-                int(room // sequence), int(room * tp),
-            )  # fmt: skip
+    sizes = parallel.tensor_parallel_sizes(config, gpus_per_node)
+    for pp in range(1, MAX_NODES + 1):
+        for tp in sizes if pp == 1 else sizes[-1:]:
+            room = gpu * utilization - overhead - weights / (tp * pp)  # per GPU
+            sequence = kv_layout.bytes_per_sequence(config, size, context, scheduled, tp) / pp
+            if room >= users * sequence:
+                return Row(
+                    recipe_name, kv_dtype, weights, per_token, needed, tp * pp,
+                    int(room // sequence), int(room * tp * pp), tp, pp,
+                )  # fmt: skip
     return Row(recipe_name, kv_dtype, weights, per_token, needed, None, None, None)
 
 
@@ -151,13 +163,14 @@ def plan(
     overhead_gib: float = OVERHEAD_GIB,
     scheduled: int = 8_192,
 ) -> list[Row]:
-    """Rows for the original (16-bit weights) and each recipe, × each KV dtype."""
+    """Rows for the original (as it ships: planning/shipped.py) and each recipe, × each KV
+    dtype."""
     if min(users, context, scheduled) < 1:
         raise UserError(
             f"users, context and max-num-batched-tokens must be ≥ 1 "
             f"(got {users}, {context}, {scheduled})"
         )
-    weights = [("original", architecture.total_params(config) * 2)]
+    weights = [("original", shipped.original_bytes(config))]
     weights += [(r.name, artifact_bytes(r, config)) for r in recipes]
     overhead = int(overhead_gib * GIB)
     return [
@@ -172,7 +185,11 @@ def describe(
 ) -> str:
     sliding = any(g.kind == "sliding" for g in kv_layout.groups(config))
     return (
-        f"model {name}: {config['num_hidden_layers']} layers; {kv_layout.describe(config)}\n"
+        f"model {name}: {config['num_hidden_layers']} layers; {kv_layout.describe(config)}; "
+        f"original weights {shipped.describe(config)}\n"
+        f"TP×PP: tensor parallel within a node of {GPUS_PER_NODE} GPUs (sizes vLLM accepts for "
+        f"{config['num_attention_heads']} heads / {parallel.kv_heads(config)} KV heads) × "
+        "pipeline stages, one node each\n"
         f"{utilization:g} of each GPU usable, {overhead_gib:g} GiB per GPU kept for "
         "activations/engine"
         + (f"; a sliding window keeps window − 1 + {scheduled:,} tokens" if sliding else "")
@@ -187,14 +204,14 @@ def render(rows: list[Row], users: int, context: int, gpu_label: str) -> str:
     lines = [
         f"{users} users × {context:,} tokens of context on {gpu_label}",
         f"{'recipe':<12} {'weights GiB':>11} {'KV dtype':>8} {'KV/token KiB':>13} "
-        f"{'KV needed GiB':>14} {'GPUs (TP)':>9} {'max users':>10}",
+        f"{'KV needed GiB':>14} {'GPUs (TP×PP)':>12} {'max users':>10}",
     ]
     for r in rows:
-        gpus = str(r.gpus) if r.gpus else f">{MAX_TP}"
+        gpus = (f"{r.tp}×{r.pp}" if r.pp and r.pp > 1 else str(r.gpus)) if r.gpus else f">{MAX_TP}"
         users_max = f"{r.max_users:,}" if r.max_users is not None else "-"
         lines.append(
             f"{r.recipe:<12} {r.weights_bytes / GIB:>11.1f} {r.kv_dtype:>8} "
             f"{r.kv_bytes_per_token / 1024:>13.1f} {r.kv_bytes_needed / GIB:>14.1f} "
-            f"{gpus:>9} {users_max:>10}"
+            f"{gpus:>12} {users_max:>10}"
         )
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from pipeline import sizing
 from pipeline.core import environment
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.paths import runs_root
-from pipeline.models import architecture
+from pipeline.planning import shipped
 from pipeline.quantize import memory
 
 GIB = 2**30
@@ -35,8 +35,7 @@ CPU_ENGINE_EXTRA = 2 * GIB  # vLLM's CPU engine beside its weights: 1 GiB KV poo
 def build(q, stages: tuple[str, ...], backend: str | None = None) -> dict:
     """The chain's plan for quantize stage `q` followed by `stages` (eval, serve)."""
     gpus = environment.gpus()
-    params = architecture.total_params(q.config)
-    original = params * 2
+    original = shipped.original_bytes(q.config)
     quantize = q.plan()
     memory = quantize.get("memory_bytes") or {}  # an import's plan is its detected format
     artifact = 0 if q.recipe.online else memory.get("artifact_estimate", 0)

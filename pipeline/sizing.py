@@ -4,7 +4,7 @@ one formula for `make plan`, the eval engines and the serve sides).
 
 The original may need more GPUs than the artifact — that is the point of quantizing: Llama-3-70B
 in bf16 (141 GB of weights) takes two 80 GB GPUs, its FP8 artifact one. Each side gets the
-smallest tensor-parallel size that divides the attention heads and holds its weights plus the
+smallest tensor-parallel size vLLM accepts (heads and KV heads) that holds its weights plus the
 KV cache of `users` sequences of `context` tokens; more GPUs than the host has is refused
 (exit 4) before any engine starts. On a CPU host the engine is one process, eager (compiling
 takes minutes there and buys little).
@@ -63,20 +63,22 @@ def engine(
         return Engine(1, utilization, users, True, "CPU host: one engine, eager")
     sizes = gpu_bytes(gpus) or [capacity.GPUS["H100-80GB"]]
     gpu = min(sizes)
-    row = capacity.plan_row(
-        config, label, weights, kv_dtype, users, context, gpu, utilization,
-        int(capacity.OVERHEAD_GIB * GIB), capacity.scheduled_tokens(gpus[0], gpu),
-    )  # fmt: skip
-    if row.gpus is None or row.gpus > len(sizes):
-        need = f"{row.gpus}" if row.gpus else f"more than {capacity.MAX_TP}"
+    overhead = int(capacity.OVERHEAD_GIB * GIB)
+    scheduled = capacity.scheduled_tokens(gpus[0], gpu)
+    row = capacity.plan_row(config, label, weights, kv_dtype, users, context, gpu, utilization,
+                            overhead, scheduled, gpus_per_node=len(sizes))  # fmt: skip
+    if row.gpus is None or row.pp > 1:  # this host is one node: what it has is the limit
+        wide = capacity.plan_row(config, label, weights, kv_dtype, users, context, gpu,
+                                 utilization, overhead, scheduled)  # fmt: skip
+        need = f"{wide.gpus}" if wide.gpus else f"more than {capacity.MAX_TP}"
         raise NotOnThisHost(
             f"{label}: {weights / GIB:.1f} GiB of weights and {users} × {context:,} tokens of "
             f"KV cache need {need} GPUs of {gpu / GIB:.0f} GiB (tensor parallel); this host "
             f"has {len(sizes)}"
         )
     reason = (
-        f"tensor parallel {row.gpus}: the fewest of this host's {len(sizes)} × "
+        f"tensor parallel {row.tp}: the fewest of this host's {len(sizes)} × "
         f"{gpu / GIB:.0f} GiB GPUs that hold {weights / GIB:.1f} GiB of weights and {users} × "
-        f"{context:,} tokens of KV cache"
+        f"{context:,} tokens of KV cache (a size vLLM accepts for the heads)"
     )
-    return Engine(row.gpus, utilization, users, False, reason)
+    return Engine(row.tp, utilization, users, False, reason)

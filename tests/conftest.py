@@ -18,6 +18,9 @@ REPO = Path(__file__).resolve().parent.parent
 SERVE_PYTHON = REPO / ".venv-serve" / "bin" / "python"
 os.environ.setdefault("PIPELINE_CACHE", str(REPO / ".cache"))
 os.environ["HF_HUB_OFFLINE"] = "1"  # nothing in the tests may reach a hub
+# torch documents that a CUDA query before a fork poisons CUDA in the child unless the query
+# goes through NVML: the test zygote imports llm-compressor (which asks) and forks every CLI call
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
 def has_gpu() -> bool:

@@ -45,23 +45,11 @@ def cpu_model() -> str | None:
 
 
 def gpus() -> list[str]:
-    """GPU names without importing torch (nvidia-smi), empty on CPU-only hosts."""
-    import shutil
-    import subprocess
+    """The GPUs this process may use (nvidia-smi's list filtered by CUDA_VISIBLE_DEVICES), as
+    nvidia-smi's `name, memory MiB` lines, without importing torch; empty on CPU-only hosts."""
+    from pipeline.planning import devices
 
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
-    except (subprocess.SubprocessError, OSError):
-        return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    return [g.line() for g in devices.seen()]
 
 
 def peak_rss_bytes() -> int:

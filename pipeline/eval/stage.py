@@ -27,6 +27,7 @@ from pipeline.eval import results as eval_results
 from pipeline.eval.gates import check_gates
 from pipeline.eval.results import EvalResults
 from pipeline.models.architecture import experts
+from pipeline.planning import devices
 from pipeline.quantize.stage import QuantizeStage
 
 SPLITS = ("heldout", "calibration")
@@ -160,6 +161,8 @@ class EvalStage(AfterQuantize):
         }
 
     def before_work(self) -> None:
+        if self.backend == "hf":  # torch in this process: it must see the GPUs listed
+            devices.check_torch()
         reload = self.quantize.entry().metrics.get("reload") or {}
         if (
             self.backend == "hf"

@@ -16,6 +16,7 @@ CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 ALIASES = {
     "llama3-8b": "meta-llama/Meta-Llama-3-8B-Instruct",
     "llama3-70b": "meta-llama/Meta-Llama-3-70B-Instruct",
+    "llama3-405b": "meta-llama/Llama-3.1-405B-Instruct",
     "llama3.1-8b": "meta-llama/Llama-3.1-8B-Instruct",
     "mistral-7b": "mistralai/Mistral-7B-Instruct-v0.3",
     "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
@@ -24,6 +25,7 @@ ALIASES = {
     "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
     "qwen1.5-moe-a2.7b": "Qwen/Qwen1.5-MoE-A2.7B-Chat",
     "deepseek-v2-lite": "deepseek-ai/DeepSeek-V2-Lite-Chat",
+    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
 }
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")  # the hub's 96-character limit
 
@@ -49,13 +51,13 @@ def names() -> list[str]:
 def resolve(name: str, revision: str | None = None) -> ModelRef:
     if not name.strip():
         raise UserError(f"no model given; valid: {', '.join(names())}, a hub id or a folder")
-    if revision and (name == TINY or exists(Path(name).expanduser())):
+    if revision and (name == TINY or exists(_expanded(name))):
         raise UserError(f"--revision applies to hub models, not {clip(name)}")
     if name == TINY:
         return ModelRef(name=TINY, source="tiny")
     if name in ALIASES:
         return ModelRef(name=name, source="alias", hub_id=ALIASES[name], revision=revision)
-    path = Path(name).expanduser()
+    path = _expanded(name)
     if exists(path):
         if not (path / "config.json").is_file():
             raise UserError(f"model folder {name} has no config.json")
@@ -126,3 +128,10 @@ def header(ref: "ModelRef", identity: dict) -> dict:
         "id": ref.hub_id,
         "revision": identity.get("revision"),
     }
+
+
+def _expanded(name: str) -> Path:
+    try:
+        return Path(name).expanduser()
+    except RuntimeError:  # "~user/…" of a user this host does not have
+        raise UserError(f"model {clip(name)}: no such user's home folder") from None

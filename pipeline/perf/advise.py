@@ -19,6 +19,7 @@ from pipeline import capacity
 from pipeline.core.rundir import RunDir
 from pipeline.perf import bound, prices
 from pipeline.perf.gpus import Hardware
+from pipeline.planning import parallel, shipped
 from pipeline.quantize.plan import artifact_bytes
 
 KV_DTYPES = ("auto", "fp8")
@@ -129,14 +130,13 @@ def _cheapest(rows: list[Row]) -> Row | None:
 
 def _tensor_parallel(config, weights, kv, hw, ask) -> list[int]:
     """The fewest GPUs that hold the weights and USERS × CONTEXT of KV, and wider ones."""
-    fewest = _plan_row(config, "", weights, kv, ask, hw.memory_bytes, None).gpus
-    if fewest is None:
+    row = _plan_row(config, "", weights, kv, ask, hw.memory_bytes, None)
+    if row.gpus is None or row.pp > 1:  # priced within one node (pipeline stages: not yet)
         return []
-    heads = config["num_attention_heads"]
     if not hw.link_bytes_s:  # a CPU host: one engine
-        return [1] if fewest == 1 else []
-    widest = min(capacity.MAX_TP, fewest * WIDEST)
-    return [tp for tp in range(fewest, widest + 1) if heads % tp == 0]
+        return [1] if row.gpus == 1 else []
+    widest = min(capacity.GPUS_PER_NODE, row.gpus * WIDEST)
+    return [tp for tp in parallel.tensor_parallel_sizes(config, widest) if tp >= row.gpus]
 
 
 def _plan_row(config, name, weights, kv, ask, gpu_bytes, tp) -> capacity.Row:
@@ -170,7 +170,10 @@ def _meets(ttft_ms: float | None, itl_ms: float | None, ask: Ask) -> bool | None
 
 def _rejected(row: Row, ask: Ask) -> str | None:
     if row.gpus is None:
-        return f"does not fit {ask.users} × {ask.context:,} tokens on ≤ {capacity.MAX_TP} GPUs"
+        return (
+            f"does not fit {ask.users} × {ask.context:,} tokens on one node of "
+            f"{capacity.GPUS_PER_NODE} GPUs"
+        )
     if row.meets_slo is False:
         return "misses the SLO"
     kl = row.quality.get("kl_mean")
@@ -180,9 +183,7 @@ def _rejected(row: Row, ask: Ask) -> str | None:
 
 
 def _original_bytes(config: dict) -> int:
-    from pipeline.models import architecture
-
-    return architecture.total_params(config) * 2
+    return shipped.original_bytes(config)
 
 
 def _quality(model_name: str, recipe_name: str) -> dict:

@@ -20,6 +20,7 @@ from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, check_source, load_texts, source_sha
 from pipeline.models import aliases, integrity
+from pipeline.planning import devices
 from pipeline.quantize import model_free, plan, verify
 
 ARTIFACT = "artifact"
@@ -256,6 +257,7 @@ class QuantizeStage:
         # llm-compressor's own validation of the modifiers (~10 s of imports), only when the
         # artifact is to be made: a cached run never imports it
         if not self.recipe.online:
+            devices.check_torch()  # GPUs listed that torch cannot use: exit 4, not a CPU run
             self.check_memory(self.max_memory)  # before any weight is loaded
             recipe.check_modifiers(self.recipe)
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import serving_env
+from pipeline import capacity, serving_env
 from pipeline.config.recipe import ServeSettings
 from pipeline.config.strict import validated
 from pipeline.core import environment
@@ -30,6 +30,7 @@ from pipeline.core.errors import ServerError, UserError
 from pipeline.core.files import sha256_json, staging_dir, waiting_lock, write_json_atomic
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
+from pipeline.planning import parallel, shipped
 from pipeline.quantize.stage import QuantizeStage
 from pipeline.serve import cost, server, slo
 from pipeline.serve import results as serve_results
@@ -186,12 +187,11 @@ class ServeStage(AfterQuantize):
         """The capacity planner's figures from the config alone, beside what was measured:
         {side: (Predicted, memory-bound concurrency for the benchmark's requests)}."""
         from pipeline import capacity
-        from pipeline.models import architecture
         from pipeline.quantize.plan import artifact_bytes
 
         config = self.quantize.config
         sides = (
-            ("original", base, architecture.total_params(config) * 2, "auto"),
+            ("original", base, shipped.original_bytes(config), "auto"),
             (
                 "quantized",
                 mine,
@@ -242,7 +242,6 @@ def _sized(q: QuantizeStage, settings: ServeSettings, overrides: dict):
     side's from the planner, for the sweep's largest concurrency × (input + output) tokens.
     Returns (settings with the artifact's TP, the original's TP or None)."""
     from pipeline import sizing
-    from pipeline.models import architecture
     from pipeline.quantize.plan import artifact_bytes
 
     gpus = environment.gpus()
@@ -255,7 +254,7 @@ def _sized(q: QuantizeStage, settings: ServeSettings, overrides: dict):
         q.config, artifact_bytes(q.recipe, q.config), gpus, users, context, q.recipe.name, kv
     )
     original = sizing.engine(
-        q.config, architecture.total_params(q.config) * 2, gpus, users, context, "original"
+        q.config, shipped.original_bytes(q.config), gpus, users, context, "original"
     )
     update = {"tensor_parallel_size": mine.tensor_parallel_size}
     return settings.model_copy(update=update), original.tensor_parallel_size
@@ -263,13 +262,12 @@ def _sized(q: QuantizeStage, settings: ServeSettings, overrides: dict):
 
 def check_fit(settings: ServeSettings, config: dict) -> None:
     """What vLLM would refuse at start-up, after minutes of quantizing: refused up front."""
-    heads = config.get("num_attention_heads") or 1
     tp = settings.tensor_parallel_size
-    if heads % tp:
-        valid = [n for n in range(1, heads + 1) if heads % n == 0]
+    if config.get("num_attention_heads") and (why := parallel.tp_refusal(tp, config)):
+        valid = parallel.tensor_parallel_sizes(config, capacity.GPUS_PER_NODE)
         raise UserError(
-            f"tensor_parallel_size {tp} does not divide the model's {heads} attention heads "
-            f"(valid: {', '.join(map(str, valid[:8]))})"
+            f"tensor_parallel_size {tp}: vLLM refuses it for this model: {why} "
+            f"(valid within a node: {', '.join(map(str, valid))})"
         )
     longest = config.get("max_position_embeddings")
     if settings.max_model_len and longest and settings.max_model_len > longest:

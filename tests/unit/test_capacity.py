@@ -43,9 +43,10 @@ def test_tensor_parallel_size_divides_the_attention_heads():
     gpu = planner.gpu_bytes("L40S-48GB")
     row = planner.plan(config, [], ["auto"], 130, 8000, gpu)[0]
     # 130 × 8000 tokens × 170 KiB = 169 GiB: five L40S would hold it, but 5 does not divide 24
+    # heads, and 6 does not divide 8 KV heads (vLLM's rule): 8
     per_gpu = gpu * 0.9 - 2 * GIB
     assert 5 * per_gpu - row.weights_bytes >= row.kv_bytes_needed > 4 * per_gpu - row.weights_bytes
-    assert row.gpus == 6
+    assert (row.gpus, row.tp, row.pp) == (8, 8, 1)
 
 
 def test_gpu_names_and_sizes():
@@ -66,3 +67,25 @@ def test_plan_command_prints_the_table_offline(tmp_path):
     assert "100 users × 4,000 tokens" in result.stdout
     assert "122.1" in result.stdout and "61.0" in result.stdout  # KV GiB, 16-bit and FP8
     assert not any(tmp_path.rglob("*"))
+
+
+def test_beyond_one_node_tp_fills_the_node_and_pipeline_stages_add_nodes():
+    """Llama-3.1-405B, 100 users × 4,000 tokens on H100s: TP 32 would replicate its 8 KV heads
+    4×; vLLM's guidance is TP = GPUs per node, PP = nodes: 756 GiB + 192 GiB of KV on 16."""
+    config = _config("llama3-405b")
+    gpu = planner.gpu_bytes("H100-80GB")
+    original, original_fp8_kv = planner.plan(config, [], ["auto", "fp8"], 100, 4000, gpu)
+    assert (original.tp, original.pp, original.gpus) == (8, 2, 16)
+    assert original.kv_bytes_needed / GIB == pytest.approx(192.3, abs=0.1)
+    fp8 = recipe.load("fp8")
+    _, with_fp8_kv = planner.plan(config, [fp8], ["auto", "fp8"], 100, 4000, gpu)[2:]
+    assert (with_fp8_kv.tp, with_fp8_kv.pp) == (8, 1)  # one node of 8
+
+
+def test_an_original_that_ships_in_fp8_is_counted_as_shipped():
+    """DeepSeek-V3 ships FP8 in 128 × 128 blocks: ~627 GiB, not 1,250 GiB of bf16: one node
+    of 8 H200s holds it and 100 users' 26 GiB of (replicated) latent KV."""
+    config = _config("deepseek-v3")
+    gpu = planner.gpu_bytes("H200-141GB")
+    (row,) = planner.plan(config, [], ["auto"], 100, 4000, gpu)
+    assert 600 < row.weights_bytes / GIB < 650 and (row.tp, row.pp) == (8, 1)

@@ -119,7 +119,8 @@ CASES = {
     "negative cache size": (lambda t: ["clean-cache", "--max-mib", "-5"], "--max-mib must be"),
     "tensor parallel size": (
         lambda t: ["serve", "--tensor-parallel-size", "3"],
-        "tensor_parallel_size 3 does not divide the model's 4 attention heads (valid: 1, 2, 4)",
+        "tensor_parallel_size 3: vLLM refuses it for this model: its 4 attention heads do not "
+        "divide by 3 (valid within a node: 1, 2, 4)",
     ),
     "context beyond the model's": (
         lambda t: ["serve", "--max-model-len", "99999"],

@@ -19,6 +19,8 @@ KNOWN_PARAMS = {
     "qwen3-8b": 8_190_735_360,  # model card: 8.2B
     "mixtral-8x7b": 46_702_792_704,  # model card: 46.7B
     "qwen3-30b-a3b": 30_532_122_624,  # model card: 30.5B
+    "llama3-405b": 405_853_388_800,  # model card: 405B
+    "deepseek-v3": 671_026_419_200,  # model card: 671B (+14B of multi-token prediction)
 }
 # Only the model card's rounded total at hand (exact counts: transformers on the meta device,
 # tests/e2e/models/test_architecture_vs_transformers.py)

@@ -86,11 +86,12 @@ def test_the_planner_fits_more_users_through_a_window():
     assert b.gpus == a.gpus == 1 and b.max_users == b.kv_room_bytes // sequence
     assert b.max_users > 2.5 * a.max_users  # 32,000 tokens kept vs 12,304
     # DeepSeek-V2-Lite, 8,000 tokens each: 30.4 KiB per token on every rank. 200 users need
-    # 46.3 GiB per GPU: TP 2 frees enough weight room (69.7 − 29.3 / 2 GiB), 400 users' 92.7
-    # GiB fit on no number of H100s, where split KV heads would
+    # 46.3 GiB per GPU: TP 2 frees enough weight room (69.7 − 29.3 / 2 GiB); 400 users' 92.7
+    # GiB fit on no number of H100s in one node (the latent is on every rank, where split KV
+    # heads would divide): two nodes' pipeline stages each keep half the layers' KV
     rows = [planner.plan(_config("deepseek-v2-lite"), [], ["auto"], n, 8000, gpu)[0]
             for n in (200, 400)]  # fmt: skip
-    assert [r.gpus for r in rows] == [2, None]
+    assert [(r.gpus, r.tp, r.pp) for r in rows] == [(2, 2, 1), (16, 8, 2)]
 
 
 def test_the_kv_cache_size_vllm_logs_is_requests_admitted_times_max_model_len():

@@ -84,3 +84,31 @@ def test_each_scheme_asks_the_probe_for_its_own_kernel(monkeypatch):
         serving_env.require_scheme(PRESETS["W8A16"], "serve")
     caps["w8a16"] = None
     serving_env.require_scheme(PRESETS["W8A16"], "serve")
+
+
+def test_the_serving_envs_fp8_matmul_on_cpu_is_torchs_emulation_not_onednns_reference():
+    """vllm_scripts/cpu_scaled_mm.py: on AMX hosts torch 2.13 sends CPU FP8 matmuls to oneDNN's
+    reference kernel (`ref:any`, ~280× slower); the serving env's hook runs them on torch's
+    emulated path, with the same result. oneDNN's own log says which kernel ran."""
+    import os
+
+    if not serving_env.available():
+        import pytest
+
+        pytest.skip("serving env not built (make setup)")
+    code = (
+        "import torch\n"
+        "a = torch.randn(64, 256).to(torch.float8_e4m3fn)\n"
+        "b = torch.randn(128, 256).to(torch.float8_e4m3fn).t()\n"
+        "one = torch.ones(1)\n"
+        "got = torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float32)\n"
+        "want = a.float() @ b.float()\n"
+        "print('WRAPPED', hasattr(torch._scaled_mm, '__wrapped__'))\n"
+        "print('CLOSE', torch.allclose(got, want, rtol=1e-5, atol=1e-4))\n"
+    )
+    env = {**os.environ, "ONEDNN_VERBOSE": "1"}
+    done = subprocess.run([str(serving_env.SERVE_PYTHON), "-c", code], capture_output=True,
+                          text=True, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "WRAPPED True" in done.stdout and "CLOSE True" in done.stdout
+    assert not [x for x in done.stdout.splitlines() if "exec,cpu,matmul" in x and "f8_e4m3" in x]

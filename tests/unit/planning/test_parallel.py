@@ -1,0 +1,60 @@
+"""vLLM 0.32's tensor-parallel rule (vllm/config/model.py, vllm/model_executor/layers/linear.py),
+and every plan over the bundled configs and the zoo keeping to it."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline import capacity
+from pipeline.models import aliases, architecture
+from pipeline.models.zoo import FAMILIES, shrunk_config
+from pipeline.planning import parallel
+
+
+def _config(alias: str) -> dict:
+    return aliases.load_config(aliases.resolve(alias))
+
+
+def test_heads_and_kv_heads_decide_the_sizes():
+    assert parallel.tensor_parallel_sizes(_config("llama3-70b"), 8) == [1, 2, 4, 8]
+    qwen = {"num_attention_heads": 28, "num_key_value_heads": 4}  # Qwen2.5-7B's attention
+    assert "not a multiple of its 4 KV heads" in parallel.tp_refusal(7, qwen)
+    assert parallel.tensor_parallel_sizes(qwen, 8) == [1, 2, 4]
+    odd = {"num_attention_heads": 24, "num_key_value_heads": 8}
+    assert "8 KV heads do not divide by 6" in parallel.tp_refusal(6, odd)
+    mla = _config("deepseek-v2-lite")  # latent attention: one latent per rank, heads only
+    assert parallel.kv_heads(mla) == 1 and parallel.tensor_parallel_sizes(mla, 8) == [1, 2, 4, 8]
+
+
+CONFIGS = [_config(a) for a in aliases.ALIASES] + [shrunk_config(a) for a in FAMILIES]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    config=st.sampled_from(CONFIGS),
+    users=st.integers(1, 2000),
+    context=st.integers(128, 131_072),
+    gpu=st.sampled_from(sorted(capacity.GPUS)),
+    kv=st.sampled_from(["auto", "fp8"]),
+    per_node=st.sampled_from([1, 2, 4, 8]),
+)
+def test_no_plan_proposes_a_size_vllm_refuses_or_wider_than_a_node(
+    config, users, context, gpu, kv, per_node
+):
+    weights = architecture.total_params(config) * 2
+    row = capacity.plan_row(config, "x", weights, kv, users, context, capacity.GPUS[gpu], 0.9,
+                            2 * capacity.GIB, 8192, gpus_per_node=per_node)  # fmt: skip
+    if row.gpus is None:
+        return
+    assert parallel.tp_refusal(row.tp, config) is None and row.tp <= per_node
+    assert row.gpus == row.tp * row.pp and row.pp <= capacity.MAX_NODES
+    if row.pp > 1:  # across nodes only when one node's largest TP cannot hold it
+        assert row.tp == parallel.tensor_parallel_sizes(config, per_node)[-1]
+
+
+@pytest.mark.parametrize("alias", ["llama3-70b", "mixtral-8x7b", "qwen3-30b-a3b"])
+def test_one_node_models_stay_on_one_node(alias):
+    config = _config(alias)
+    gpu = capacity.GPUS["H100-80GB"]
+    for row in capacity.plan(config, [], ["auto", "fp8"], 100, 4000, gpu):
+        assert row.pp == 1 and row.tp in parallel.tensor_parallel_sizes(config, 8)
