@@ -213,7 +213,9 @@ def _eval_time(q, backend: str, per_split: int) -> tuple[float | None, str]:
         return None, "unknown: this host's rates are not measured yet (a serve measures them)"
     s = q.recipe.spec.eval
     windows = 2 * (per_split // s.context_length)  # held-out and calibration splits
-    work = timing.eval_work(q.config, q.recipe, windows * s.context_length, s.context_length, hw)
+    work = timing.eval_work(
+        q.config, q.recipe, windows * s.context_length, s.context_length, hw, backend=backend
+    )
     overhead = timing.observed(f"eval-{backend}")
     seconds, how = timing.estimate(work, overhead, f"{windows} windows a side on {hw.name}")
     if s.tasks and overhead and overhead["tasks_seconds"]:

@@ -261,7 +261,7 @@ class EvalStage(AfterQuantize):
         windows = sum(len(w) for w in self._windows.values())
         sides = 2 if references else 1
         work = timing.eval_work(q.config, q.recipe, windows * s.context_length, s.context_length,
-                                hw, sides)  # fmt: skip
+                                hw, sides, self.backend)  # fmt: skip
         key = f"eval-{self.backend}"
         if not tasks_seconds:  # no lm-eval tasks this time: keep the last run's that had some
             tasks_seconds_kept = (timing.observed(key) or {}).get("tasks_seconds", 0.0)

@@ -136,8 +136,8 @@ def other_params(config: dict) -> int:
         norms += 2 * head_dim(config) * layers  # q_norm and k_norm
     if config.get("kv_lora_rank"):  # MLA normalizes its latents
         norms += (int(config["kv_lora_rank"]) + int(config.get("q_lora_rank") or 0)) * layers
-    if config.get("topk_method") == "noaux_tc":  # DeepSeek-V3's router bias per expert
-        norms += experts(config) * moe_layers(config)
+    # (DeepSeek-V3's router score-correction bias, one per expert, is a buffer in transformers
+    # 5.17, not a parameter: 14,848 values in all, left out like its other buffers)
     bias = 0
     gqa_bias = config.get("attention_bias") and not config.get("kv_lora_rank")
     if config.get("model_type") in ("qwen2", "qwen2_moe") or gqa_bias:

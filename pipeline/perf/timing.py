@@ -8,6 +8,7 @@ Without an earlier run on this host the estimate is the bound alone, said to be 
 lm-eval tasks are added as measured (their time grows with the model: a floor).
 """
 
+import dataclasses
 import json
 import math
 
@@ -44,9 +45,16 @@ def observed(stage: str) -> dict | None:
         return None
 
 
-def eval_work(config: dict, recipe, tokens: int, context: int, hw, sides: int = 2) -> float:
+def eval_work(
+    config: dict, recipe, tokens: int, context: int, hw, sides: int = 2, backend: str = "hf"
+) -> float:
     """The roofline seconds of scoring `tokens` tokens a side in `context`-token windows: the
-    artifact, and (sides=2) the original, whose log-probs become the reference."""
+    artifact, and (sides=2) the original, whose log-probs become the reference. The hf backend
+    on a CPU computes in float32: twice the bytes of bf16 weights, at float32's matmul rate."""
+    if backend == "hf" and hw.peak_flops.get("fp32"):
+        hw = dataclasses.replace(
+            hw, bytes_s=hw.bytes_s / 2, peak_flops={"bf16": hw.peak_flops["fp32"]}
+        )
     windows = max(1, tokens // context)
     seconds = 0.0
     for side in (recipe, None)[:sides]:

@@ -114,9 +114,16 @@ def test_worse_cell_is_a_regression_with_exit_3(default_twice, session_runs, tmp
 def test_interrupted_run_resumes_where_it_stopped(quantized, session_runs, tmp_path):
     from pipeline.nightly.store import Store
 
-    quantized("fp8"), quantized("int8")
+    quantized("fp8")
     db = f"sqlite:///{tmp_path}/resume.db"
-    matrix = _matrix(tmp_path, recipes=["fp8", "int8"], stages=["quantize"])
+    # the second cell quantizes for real (its own calibration: a run directory of its own), so
+    # the kill lands between the cells however fast a cached cell is recorded
+    slow = {
+        "model": "tiny-llama",
+        "recipe": "int8",
+        "recipe_overrides": {"calibration.num_samples": 8},
+    }
+    matrix = _matrix(tmp_path, recipes=["fp8", "int8"], stages=["quantize"], cells=[slow])
     cmd = [sys.executable, "-m", "pipeline", "nightly", "--db", db, "--matrix", matrix]
     env = {**os.environ, "RUNS_DIR": str(session_runs)}
     proc = subprocess.Popen(

@@ -274,7 +274,7 @@ def test_the_cards_deploy_commands_serve_the_published_model(
     assert _publish(session_runs, tmp_path, "--repo", REPO, hub=hub).returncode == 0
     card = hub.files(REPO)["README.md"].decode()
     (command,) = re.findall(r"```bash\n(vllm serve [^\n]+)\n```", card)
-    (client,) = re.findall(r"```python\n(.*?)\n```", card, re.S)
+    (client,) = [c for c in re.findall(r"```python\n(.*?)\n```", card, re.S) if "OpenAI" in c]
     port = free_port()
     argv = [str(SERVE_PYTHON.parent / "vllm"), *command.split()[1:]]
     argv += ["--port", str(port), "--enforce-eager"]

@@ -20,11 +20,10 @@ KNOWN_PARAMS = {
     "mixtral-8x7b": 46_702_792_704,  # model card: 46.7B
     "qwen3-30b-a3b": 30_532_122_624,  # model card: 30.5B
     "llama3-405b": 405_853_388_800,  # model card: 405B
-    "deepseek-v3": 671_026_419_200,  # model card: 671B (+14B of multi-token prediction)
 }
 # Only the model card's rounded total at hand (exact counts: transformers on the meta device,
 # tests/e2e/models/test_architecture_vs_transformers.py)
-CARD_TOTALS = {"deepseek-v2-lite": 15.7e9, "qwen1.5-moe-a2.7b": 14.3e9}
+CARD_TOTALS = {"deepseek-v2-lite": 15.7e9, "qwen1.5-moe-a2.7b": 14.3e9, "deepseek-v3": 671e9}
 VLLM_CPU_HEAD_SIZES = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256}
 
 
