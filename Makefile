@@ -16,7 +16,12 @@ PIP        := pip install -q --no-compile
 VENV       := .venv
 SERVE_VENV := .venv-serve
 HAS_CUDA   := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
-SERVE_REQS := requirements/serve-$(if $(HAS_CUDA),cuda,cpu).txt
+SERVE_BUILD := $(if $(HAS_CUDA),cuda,cpu)
+SERVE_REQS := requirements/serve-$(SERVE_BUILD).txt
+# the stamp names the vLLM build, so a host of the other kind rebuilds the env
+SERVE_STAMP := $(SERVE_VENV)/.installed-$(SERVE_BUILD)
+# a dry run loads nothing: the main env is enough (no serving env to build for it)
+SERVE_DEPS := $(if $(findstring --dry-run,$(ARGS)),$(VENV)/.installed,setup)
 RUN        := $(VENV)/bin/python -m pipeline
 # ARTIFACT=<folder | org/name[@rev]>: a checkpoint quantized elsewhere, compared with MODEL as
 # its base; RECIPE then picks only its eval / serve settings (default: a recipe of its scheme)
@@ -29,7 +34,7 @@ TARGET     := --model $(MODEL) $(RECIPE_ARG) $(if $(ARTIFACT),--artifact "$(ARTI
 
 # The two envs side by side: installs wait on unpacking and disk as much as on a core.
 setup:
-	$(MAKE) --no-print-directory -j2 $(VENV)/.installed $(SERVE_VENV)/.installed
+	$(MAKE) --no-print-directory -j2 $(VENV)/.installed $(SERVE_STAMP)
 
 # Each env is (re)built when its pins change; the stamp is written last, so an interrupted
 # install is redone on the next call.
@@ -42,7 +47,7 @@ $(VENV)/.installed: requirements/main.txt pyproject.toml
 	$(VENV)/bin/$(PIP) --no-deps -e .
 	touch $@
 
-$(SERVE_VENV)/.installed: $(SERVE_REQS) pipeline/vllm_scripts/alias_metadata.py \
+$(SERVE_STAMP): $(SERVE_REQS) pipeline/vllm_scripts/alias_metadata.py \
 		pipeline/vllm_scripts/cpu_scaled_mm.py
 	rm -rf $(SERVE_VENV)
 	$(PYTHON) -m venv $(SERVE_VENV)
@@ -65,11 +70,11 @@ quantize: $(VENV)/.installed
 eval: $(VENV)/.installed
 	$(RUN) eval $(TARGET) $(ARGS)
 
-serve: setup
+serve: $(SERVE_DEPS)
 	$(RUN) serve $(TARGET) $(ARGS)
 
 # quantize → eval → serve, each reused when cached; with ARTIFACT=…, import → eval → serve
-run: setup
+run: $(SERVE_DEPS)
 	$(RUN) run $(TARGET) $(ARGS)
 
 # make search MODEL=tiny-llama TARGET_BITS=6: per-group formats within the budget, written to

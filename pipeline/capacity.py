@@ -102,6 +102,23 @@ def max_requests(
     return int(pool_bytes // per_request)
 
 
+def per_gpu_bytes(
+    config: dict,
+    weights: int,
+    kv_dtype: str,
+    users: int,
+    context: int,
+    tp: int,
+    scheduled: int,
+    overhead: int,
+) -> int:
+    """What one GPU of a TP-`tp` engine holds: its share of the weights, `users` × `context`
+    of KV cache on its rank, and the engine's overhead."""
+    size = element_bytes(kv_dtype)
+    sequence = kv_layout.bytes_per_sequence(config, size, context, scheduled, tp)
+    return int(overhead + weights / tp + users * sequence)
+
+
 @dataclass
 class Row:
     recipe: str

@@ -45,7 +45,7 @@ def build(q, stages: tuple[str, ...], backend: str | None = None) -> dict:
     plan = {
         "model": q.ref.name,
         "recipe": q.recipe.name,
-        "host": {"gpus": gpus, "cpu_count": environment.host()["cpu_count"]},
+        "host": {"gpus": gpus, "cpu_count": environment.host()["cpu_count"], **_seen()},
         "stages": {},
         "refusals": [],
     }
@@ -67,6 +67,18 @@ def build(q, stages: tuple[str, ...], backend: str | None = None) -> dict:
         plan["stages"]["serve"] = _serve(q, gpus, original, artifact, plan["refusals"])
     plan["disk"] = _disk(plan["stages"], plan["refusals"])
     return plan
+
+
+def _seen() -> dict:
+    """How the visible GPUs came about: nvidia-smi's list and CUDA_VISIBLE_DEVICES."""
+    import os
+
+    from pipeline.planning import devices
+
+    return {
+        "gpus_listed": len(devices.listed()),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
 
 
 def _disk(stages: dict, refusals: list) -> list[dict]:
@@ -195,12 +207,40 @@ def _serve(q, gpus, original: int, artifact: int, refusals: list) -> dict:
     seconds, how = _serve_time(q, s)
     return {
         "engines": _engines(q.config, sides, gpus, users, context, refusals),
+        "placement": _placement(q, original, artifact or original, users, context, refusals),
         "users": users,
         "context": context,
         "files": [("server logs and benchmark results", 2 * 2**20)],
         "time_seconds": seconds,
         "time": how,
     }
+
+
+def _placement(q, original: int, artifact: int, users: int, context: int, refusals: list):
+    """Where the serve's two sides run on the GPUs this process sees (None: a CPU host)."""
+    from pipeline.planning import devices
+
+    gpus = devices.seen()
+    if not gpus:
+        return None
+    s = q.recipe.spec.serve
+    given = "tensor_parallel_size" in s.model_fields_set
+    sides = [
+        sizing.ServeSide("original", "original", original, "auto"),
+        sizing.ServeSide("quantized", q.recipe.name, artifact, s.kv_cache_dtype),
+    ]
+    try:
+        placed = sizing.serve_placement(
+            q.config, sides, gpus, users, context, s.tensor_parallel_size if given else None,
+            s.gpu_memory_utilization, s.pipeline_parallel_size, together=s.original == "paired",
+        )  # fmt: skip
+    except NotOnThisHost as e:
+        return {"refused": str(e)}  # the engines' refusal says it already
+    return {
+        **placed.record(),
+        "sides": {side.label: {**side.record(), "describe": side.describe()}
+                  for side in placed.sides},
+    }  # fmt: skip
 
 
 def _eval_time(q, backend: str, per_split: int) -> tuple[float | None, str]:
@@ -283,6 +323,13 @@ def _existing(root: Path) -> Path:
 
 def render(plan: dict) -> str:
     lines = [f"chain plan: {plan['model']} × {plan['recipe']}"]
+    host = plan["host"]
+    if host["gpus_listed"]:
+        names = sorted(set(g.split(",")[0] for g in host["gpus"])) or ["none"]
+        how = f"nvidia-smi lists {host['gpus_listed']}"
+        if host["cuda_visible_devices"] is not None:
+            how = f"CUDA_VISIBLE_DEVICES={host['cuda_visible_devices']}; {how}"
+        lines.append(f"GPUs        {len(host['gpus'])} seen: {', '.join(names)} ({how})")
     for name, stage in plan["stages"].items():
         lines.append(f"{name}")
         if where := stage.get("where"):
@@ -292,6 +339,10 @@ def render(plan: dict) -> str:
         for side, ref in (stage.get("on_gpus") or {}).items():
             n = ref["tensor_parallel_size"] or ">64"
             lines.append(f"  {side:<10} with vLLM on {ref['gpu']}: {n} GPU(s)")
+        if (placed := stage.get("placement")) and "mode" in placed:
+            lines.append(f"  placement  {placed['mode']}: {placed['reason']}")
+            for side in placed["sides"].values():
+                lines.append(f"  {'':<10} {side['describe']}")
         for side, engine in (stage.get("engines") or {}).items():
             ref = engine["on_gpus"]
             needs = f"on {ref['gpu']}: {ref['tensor_parallel_size'] or '>64'} GPU(s)"

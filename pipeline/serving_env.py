@@ -21,6 +21,33 @@ def available() -> bool:
 def require(doing: str) -> None:
     if not available():
         raise UserError(f"{doing} needs the serving env ({SERVE_PYTHON}): make setup")
+    if why := wrong_build():
+        raise NotOnThisHost(f"{doing}: {why}")
+
+
+def build() -> str | None:
+    """The vLLM build `make setup` installed ("cuda" | "cpu"), from its stamp (None: unknown,
+    e.g. an env of one's own through SERVE_PYTHON)."""
+    stamps = sorted(SERVE_PYTHON.parent.parent.glob(".installed-*"))
+    return stamps[-1].name.removeprefix(".installed-") if stamps else None
+
+
+def wrong_build() -> str | None:
+    """Why the installed vLLM build cannot serve on this host (None: it can, or unknown)."""
+    from pipeline.core import environment
+
+    installed, gpus = build(), len(environment.gpus())
+    if installed == "cpu" and gpus:
+        return (
+            f"the serving env holds vLLM's CPU build but this process sees {gpus} GPU(s): "
+            "make setup rebuilds it with the CUDA build"
+        )
+    if installed == "cuda" and not gpus:
+        return (
+            "the serving env holds vLLM's CUDA build but this process sees no GPU: make setup "
+            "on this host installs the CPU build (or check CUDA_VISIBLE_DEVICES)"
+        )
+    return None
 
 
 def offline_env() -> dict[str, str]:

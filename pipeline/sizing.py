@@ -15,9 +15,11 @@ from dataclasses import asdict, dataclass
 
 from pipeline import capacity
 from pipeline.core.errors import NotOnThisHost
+from pipeline.planning import placement
+from pipeline.planning.devices import Gpu
 
 GIB = 2**30
-UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization
+UTILIZATION = placement.UTILIZATION
 
 
 @dataclass(frozen=True)
@@ -82,3 +84,49 @@ def engine(
         f"{context:,} tokens of KV cache (a size vLLM accepts for the heads)"
     )
     return Engine(row.tp, utilization, users, False, reason)
+
+
+@dataclass(frozen=True)
+class ServeSide:
+    key: str  # "original" | "quantized"
+    label: str
+    weights: int
+    kv_dtype: str
+
+
+def serve_placement(
+    config: dict,
+    sides: list[ServeSide],
+    gpus: list[Gpu],
+    users: int,
+    context: int,
+    tensor_parallel_size: int | None = None,
+    utilization: float = UTILIZATION,
+    pipeline_parallel_size: int = 1,
+    together: bool = True,
+) -> placement.Placement:
+    """Each side of a paired serve on this process's GPUs: its TP from the planner (or the one
+    given for both), then where it runs and with which share (planning/placement.py)."""
+    lines = [g.line() for g in gpus]
+    needs = []
+    for side in sides:
+        tp = (
+            tensor_parallel_size
+            or engine(
+                config, side.weights, lines, users, context, side.label, side.kv_dtype, utilization
+            ).tensor_parallel_size
+        )
+        per_gpu = _per_gpu(config, side, gpus, users, context)
+        needs.append(placement.Need(side.key, side.label, tp, per_gpu, pipeline_parallel_size))
+    return placement.place(needs, gpus, utilization, together)
+
+
+def _per_gpu(config: dict, side: ServeSide, gpus: list[Gpu], users: int, context: int):
+    scheduled = capacity.scheduled_tokens(gpus[0].name, gpus[0].memory_bytes) if gpus else 0
+    overhead = int(capacity.OVERHEAD_GIB * GIB)
+
+    def at(tp: int) -> int:
+        return capacity.per_gpu_bytes(config, side.weights, side.kv_dtype, users, context, tp,
+                                      scheduled, overhead)  # fmt: skip
+
+    return at

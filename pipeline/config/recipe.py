@@ -91,6 +91,9 @@ class ServeSettings(Strict):
     num_prompts: int = Field(32, gt=0, description="requests per level (at least 2 × concurrency)")
     max_model_len: int | None = Field(None, gt=0, description="default: the model's, ≤ 4096")
     tensor_parallel_size: int = Field(1, gt=0)
+    pipeline_parallel_size: int = Field(
+        1, gt=0, description="pipeline stages (one per node beyond the first; Ray's executor)"
+    )
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     dtype: Literal["auto", "bfloat16", "float16", "half", "float", "float32"] = "auto"
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config.recipe import ServeSettings
-from pipeline.core import environment, procs, progress
+from pipeline.core import procs, progress
 from pipeline.core.errors import ServerError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import VLLM_SCRIPTS
+from pipeline.planning.devices import Gpu
 from pipeline.quantize import artifact
 from pipeline.serve import engine_facts
 from pipeline.serve.results import Metrics
@@ -43,6 +44,8 @@ class Side:
     out: Path
     port: int | None = None
     vllm_args: list[str] = field(default_factory=list)  # online quantization's flag
+    gpus: tuple[Gpu, ...] = ()  # where the placement put it (planning/placement.py)
+    placement: dict | None = None  # its record for the results
 
 
 def max_model_len(model_dir: Path, s: ServeSettings) -> int:
@@ -51,8 +54,10 @@ def max_model_len(model_dir: Path, s: ServeSettings) -> int:
     return s.max_model_len or min(native, MAX_MODEL_LEN)
 
 
-def measure(sides: list[Side]) -> dict[str, dict]:
-    """Serve every side at once and benchmark them alternately: {side key: results}."""
+def measure(sides: list[Side], start_in_turn: bool = False) -> dict[str, dict]:
+    """Serve every side at once and benchmark them alternately: {side key: results}.
+    start_in_turn: each server healthy before the next starts (engines sharing GPUs must not
+    profile their memory at the same time)."""
     results: dict[str, dict] = {}
     servers: dict[str, Server] = {}
     for side in sides:
@@ -64,7 +69,8 @@ def measure(sides: list[Side]) -> dict[str, dict]:
             "complete": False,
             "max_model_len": context,
             "checkpoint_bytes": artifact.tensor_bytes(side.model_dir),
-            "gpus": side.settings.tensor_parallel_size if environment.gpus() else None,
+            "gpus": len(side.gpus) or None,
+            "placement": side.placement,
             "levels": [],
         }
         servers[side.key] = Server(
@@ -75,6 +81,7 @@ def measure(sides: list[Side]) -> dict[str, dict]:
             context,
             side.port,
             side.vllm_args,
+            side.gpus,
         )
     with contextlib.ExitStack() as stack:
         for side in sides:
@@ -82,6 +89,8 @@ def measure(sides: list[Side]) -> dict[str, dict]:
             print(f"  starting vLLM server for {side.name} (log: {log})", flush=True)
             stack.callback(servers[side.key].stop)
             servers[side.key].start()
+            if start_in_turn:
+                servers[side.key].wait_healthy()
         # started now, its import of vLLM overlaps the servers' start-up
         worker = stack.enter_context(BenchWorker(sides[-1].out / "bench-worker.log"))
         for side in sides:

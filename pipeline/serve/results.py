@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config.recipe import ServeSettings
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class EngineFacts(BaseModel):
@@ -80,6 +80,20 @@ class Level(Metrics):
     runs: list[Run] = Field(default_factory=list)
 
 
+class SidePlacement(BaseModel):
+    """Where one side ran (pipeline/planning/placement.py)."""
+
+    gpus: list[int] = Field(description="the host's GPU indices (nvidia-smi's numbering)")
+    gpu_uuids: list[str] = Field(default_factory=list)
+    tensor_parallel_size: int
+    gpu_memory_utilization: float | None = Field(None, description="its share of each GPU")
+
+
+class Placement(BaseModel):
+    mode: str = Field(description="cpu | side-by-side | shared | sequential")
+    reason: str
+
+
 class Measurement(BaseModel):
     """One model served: engine facts, the OpenAI smoke check, the benchmark levels."""
 
@@ -91,6 +105,7 @@ class Measurement(BaseModel):
     gpus: int | None = Field(
         None, description="GPUs the engine ran on (tensor parallel); CPU: none"
     )
+    placement: SidePlacement | None = Field(None, description="its GPUs; CPU: none")
     engine: EngineFacts = EngineFacts()
     smoke: dict = Field(default_factory=dict)
     levels: list[Level] = Field(default_factory=list)
@@ -235,6 +250,9 @@ class ServeResults(BaseModel):
     quantized: Measurement
     original: Measurement = Field(description="the original, served the same way (16-bit KV)")
     original_cached: bool = Field(description="the original's measurement came from the cache")
+    placement: Placement | None = Field(
+        None, description="how the two sides shared the host (sequential: ratios unpaired)"
+    )
     comparison: Comparison = Field(description="quantized / original, memory and per level")
     slo: Slo = Field(description="SLO capacity and goodput of both models")
     predicted: dict[str, Predicted] = Field(description="original and quantized")

@@ -10,15 +10,18 @@ ServerError with the last lines of the server log.
 
 import os
 import re
+import shlex
 import socket
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config.recipe import ServeSettings
 from pipeline.core import procs
 from pipeline.core.errors import ServerError, UserError
+from pipeline.planning.devices import Gpu
 from pipeline.serve import engine_memory
 from pipeline.serving_env import SERVE_PYTHON
 
@@ -72,17 +75,56 @@ def command(
         str(max_len),
         "--tensor-parallel-size",
         str(s.tensor_parallel_size),
+        "--pipeline-parallel-size",
+        str(s.pipeline_parallel_size),
         "--gpu-memory-utilization",
         str(s.gpu_memory_utilization),
     ]
+    if s.pipeline_parallel_size > 1:  # stages on other nodes: only Ray's executor reaches them
+        cmd += ["--distributed-executor-backend", "ray"]
     return cmd + (["--enforce-eager"] if s.enforce_eager else []) + list(extra)
 
 
-def environment(s: ServeSettings) -> dict:
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": f"{s.cpu_kvcache_space_gib:g}"}
+def environment(s: ServeSettings, gpus: tuple[Gpu, ...] = ()) -> dict[str, str]:
+    """The variables the server's process gets beside the caller's own."""
+    if gpus:
+        return {
+            "CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in gpus),
+            # vLLM reads integer entries as NVML's (nvidia-smi's) indices (platforms/cuda.py);
+            # the CUDA runtime orders fastest-first unless told the PCI bus order
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        }
+    env = {"VLLM_CPU_KVCACHE_SPACE": f"{s.cpu_kvcache_space_gib:g}"}
     if s.cpu_omp_threads_bind:
         env["VLLM_CPU_OMP_THREADS_BIND"] = s.cpu_omp_threads_bind
     return env
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How one vLLM server starts: what `make serve --dry-run` shows and Server runs."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+    def shell(self) -> str:
+        """As one would type it (the serving env's python shortened to `vllm serve`)."""
+        args = self.argv[3:]  # past python -m vllm.entrypoints.openai.api_server
+        variables = [f"{k}={v}" for k, v in self.env.items() if k.startswith("CUDA_VISIBLE")]
+        return " ".join([*variables, "vllm serve", *map(shlex.quote, args)])
+
+
+def launch(
+    model_dir: Path,
+    name: str,
+    s: ServeSettings,
+    port: int,
+    max_len: int,
+    extra: list[str] = (),
+    gpus: tuple[Gpu, ...] = (),
+) -> Launch:
+    """The server's argv and environment: a pure function of the side and its GPUs."""
+    return Launch(command(model_dir, name, s, port, max_len, extra), environment(s, gpus))
 
 
 class Server:
@@ -95,6 +137,7 @@ class Server:
         max_model_len: int,
         port: int | None = None,
         extra_args: list[str] = (),
+        gpus: tuple[Gpu, ...] = (),
     ):
         if port is not None and port_in_use(port):
             raise UserError(f"port {port} on {HOST} is already in use; pick another (--port)")
@@ -102,8 +145,8 @@ class Server:
         self.name = name
         self.url = f"http://{HOST}:{self.port}"
         self.log_path = log_path
-        self.cmd = command(model_dir, name, settings, self.port, max_model_len, extra_args)
-        self.env = environment(settings)
+        started = launch(model_dir, name, settings, self.port, max_model_len, extra_args, gpus)
+        self.cmd, self.env = started.argv, {**os.environ, **started.env}
         self.timeout = settings.startup_timeout_s
         self.proc = None
         self.ready_seconds: float | None = None
@@ -139,6 +182,8 @@ class Server:
         return self.proc is not None and self.proc.poll() is None
 
     def wait_healthy(self) -> None:
+        if self.ready_seconds is not None:
+            return
         start = self._started
         while time.monotonic() - start < self.timeout:
             if self.proc.poll() is not None:

