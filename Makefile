@@ -29,7 +29,7 @@ ARTIFACT   ?=
 RECIPE_ARG := $(if $(ARTIFACT),$(if $(filter command line environment,$(origin RECIPE)),--recipe $(RECIPE)),--recipe $(RECIPE))
 TARGET     := --model $(MODEL) $(RECIPE_ARG) $(if $(ARTIFACT),--artifact "$(ARTIFACT)")
 
-.PHONY: setup quantize eval serve run search publish nightly report plan advise recipes models schemas gpu-check \
+.PHONY: setup quantize eval serve run search publish nightly report plan advise recipes models schemas gpu-check gpu-wheels \
 	test test-fast lint clean clean-cache
 
 # The two envs side by side: installs wait on unpacking and disk as much as on a core.
@@ -114,6 +114,18 @@ plan: $(VENV)/.installed
 gpu-check: $(VENV)/.installed
 	$(VENV)/bin/python -m pipeline.gpu_check $(ARGS)
 
+# The wheels a bare GPU machine lacks for gpu-check (requirements/gpu-carry.txt), for Python 3.12,
+# in .carry/wheels (git-ignored; carry it there and run pipeline/gpu_check_bare.sh)
+gpu-wheels: $(VENV)/.installed
+	rm -rf .carry/wheels
+	grep -v '^#' requirements/gpu-carry.txt | grep -v -E '^(rouge_score|sqlitedict|word2number)==' \
+		| $(VENV)/bin/pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+		--implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+		-d .carry/wheels -r /dev/stdin
+	grep -E '^(rouge_score|sqlitedict|word2number)==' requirements/gpu-carry.txt \
+		| $(VENV)/bin/pip wheel -q --no-deps -w .carry/wheels -r /dev/stdin
+	du -sh .carry/wheels
+
 recipes: $(VENV)/.installed
 	$(RUN) recipes
 
@@ -139,6 +151,7 @@ test-fast: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check pipeline tests benchmarks
 	$(VENV)/bin/ruff format --check pipeline tests benchmarks
+	$(VENV)/bin/lint-imports --no-cache  # the layers: pyproject.toml [tool.importlinter]
 
 # older eval/serve results of every run dir (the latest is always kept):
 # make clean-cache [ARGS="--keep 3 --max-mib 500"]

@@ -23,14 +23,14 @@ from dataclasses import asdict, dataclass
 
 from pipeline.core.errors import UserError
 from pipeline.models import kv_layout
-from pipeline.perf.gpus import SPECS
 from pipeline.planning import parallel, shipped
+from pipeline.planning.gpus import SPECS
 from pipeline.quantize.plan import artifact_bytes
 
 GIB = 2**30
 MIB = 2**20
 OVERHEAD_GIB = 2.0
-# Memory as nvidia-smi reports it, per known GPU type (pipeline/perf/gpus.py: one table)
+# Memory as nvidia-smi reports it, per known GPU type (pipeline/planning/gpus.py: one table)
 GPUS = {name: spec.memory_bytes for name, spec in SPECS.items()}
 KV_BYTES = {"auto": 2, "bf16": 2, "fp16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 GPUS_PER_NODE = 8  # vLLM's guidance: TP within a node, pipeline stages across nodes
@@ -230,5 +230,11 @@ def render(rows: list[Row], users: int, context: int, gpu_label: str) -> str:
             f"{r.recipe:<12} {r.weights_bytes / GIB:>11.1f} {r.kv_dtype:>8} "
             f"{r.kv_bytes_per_token / 1024:>13.1f} {r.kv_bytes_needed / GIB:>14.1f} "
             f"{gpus:>12} {users_max:>10}"
+        )
+    if spanning := next((r for r in rows if r.pp and r.pp > 1), None):
+        lines.append(
+            f"TP×PP: one pipeline stage per node, on a Ray cluster of the nodes — `vllm serve … "
+            f"--tensor-parallel-size {spanning.tp} --pipeline-parallel-size {spanning.pp} "
+            "--distributed-executor-backend ray`"
         )
     return "\n".join(lines)

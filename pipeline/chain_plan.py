@@ -73,7 +73,7 @@ def _seen() -> dict:
     """How the visible GPUs came about: nvidia-smi's list and CUDA_VISIBLE_DEVICES."""
     import os
 
-    from pipeline.planning import devices
+    from pipeline.core import devices
 
     return {
         "gpus_listed": len(devices.listed()),
@@ -218,7 +218,7 @@ def _serve(q, gpus, original: int, artifact: int, refusals: list) -> dict:
 
 def _placement(q, original: int, artifact: int, users: int, context: int, refusals: list):
     """Where the serve's two sides run on the GPUs this process sees (None: a CPU host)."""
-    from pipeline.planning import devices
+    from pipeline.core import devices
 
     gpus = devices.seen()
     if not gpus:
@@ -261,7 +261,7 @@ def _eval_time(q, backend: str, per_split: int) -> tuple[float | None, str]:
     if s.tasks and overhead and overhead["tasks_seconds"]:
         seconds += overhead["tasks_seconds"]
         how += f" + lm-eval tasks as measured there ({overhead['tasks_seconds']:.0f} s, a floor)"
-    return seconds, f"~{_duration(seconds)}: {how}"
+    return seconds, f"~{_duration(seconds)}: {how}; loading the two models is not in it"
 
 
 def _serve_time(q, s) -> tuple[float | None, str]:

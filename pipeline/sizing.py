@@ -14,9 +14,9 @@ import re
 from dataclasses import asdict, dataclass
 
 from pipeline import capacity
+from pipeline.core.devices import Gpu
 from pipeline.core.errors import NotOnThisHost
 from pipeline.planning import placement
-from pipeline.planning.devices import Gpu
 
 GIB = 2**30
 UTILIZATION = placement.UTILIZATION

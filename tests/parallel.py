@@ -73,8 +73,34 @@ def pytest_configure(config):
     if _worker_run(config):
         worker = int(config.workerinput["workerid"].removeprefix("gw"))
         os.environ.update(ONE_CORE | {"VLLM_CPU_OMP_THREADS_BIND": str(worker % os.cpu_count())})
-    elif getattr(config.option, "numprocesses", None) and config.option.testrunuid is None:
-        config.option.testrunuid = uuid.uuid4().hex  # xdist's own would be unknown here
+        gpus = _visible_gpus()
+        if gpus:  # each worker its own GPUs: a vLLM engine takes 90% of every GPU it sees
+            count = config.workerinput["workercount"]
+            os.environ["CUDA_VISIBLE_DEVICES"] = worker_gpus(gpus, worker, count)
+    elif getattr(config.option, "numprocesses", None):
+        if config.option.testrunuid is None:
+            config.option.testrunuid = uuid.uuid4().hex  # xdist's own would be unknown here
+        gpus, workers = _visible_gpus(), config.option.numprocesses
+        if gpus and isinstance(workers, int) and workers > len(gpus):
+            raise pytest.UsageError(
+                f"{workers} test workers for {len(gpus)} GPU(s): each worker needs GPUs of its "
+                f"own (vLLM takes 90% of a GPU): make test TEST_WORKERS={len(gpus)}"
+            )
+
+
+def _visible_gpus() -> list[int]:
+    from pipeline.core import devices
+
+    return [g.index for g in devices.seen()]
+
+
+def worker_gpus(gpus: list[int], worker: int, workers: int) -> str:
+    """CUDA_VISIBLE_DEVICES for test worker `worker` of `workers`: disjoint, contiguous shares
+    of the visible GPUs (host indices), the first workers taking one more where they do not
+    divide."""
+    share, extra = divmod(len(gpus), workers)
+    start = worker * share + min(worker, extra)
+    return ",".join(str(g) for g in gpus[start : start + share + (worker < extra)])
 
 
 def pytest_unconfigure(config):

@@ -23,7 +23,7 @@ from pipeline.config.capacity_settings import PlanSettings
 from pipeline.config.recipe import ServeSettings
 from pipeline.core.errors import PipelineError, UserError, debugging
 from pipeline.core.outcome import Outcome
-from pipeline.perf.gpus import SPECS as GPUS
+from pipeline.planning.gpus import SPECS as GPUS
 
 MIB = 2**20
 EXIT_CODES_HELP = """exit codes: 0 ok · 1 internal error (also a server or hub failure)
@@ -73,7 +73,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from pipeline.cli import flags
+    from pipeline.config import flags
 
     fmt = argparse.RawDescriptionHelpFormatter
     p = _Parser(
@@ -279,7 +279,7 @@ def _chain_plan(args, q, stages: tuple[str, ...], command: str) -> Outcome:
 
 
 def _path_args(p: argparse.ArgumentParser) -> None:
-    from pipeline.cli import flags
+    from pipeline.config import flags
 
     p.add_argument(
         "--path",
@@ -385,7 +385,8 @@ def cmd_run(args) -> Outcome:
 
 def _flow(args, q, stages, backend=None, force=frozenset()) -> Outcome:
     from pipeline import flow
-    from pipeline.cli import flags, show
+    from pipeline.cli import show
+    from pipeline.config import flags
 
     serve_overrides = flags.overrides(args, ServeSettings) if "serve" in stages else None
     prepared = flow.prepare(
@@ -481,8 +482,7 @@ def cmd_report(args) -> Outcome:
 
 def cmd_plan(args) -> Outcome:
     from pipeline import capacity
-    from pipeline.cli import flags
-    from pipeline.config import recipe
+    from pipeline.config import flags, recipe
     from pipeline.config.strict import validated
     from pipeline.models import aliases, kv_layout
 
@@ -515,11 +515,12 @@ def cmd_plan(args) -> Outcome:
 
 
 def cmd_advise(args) -> Outcome:
-    from pipeline.cli import flags
-    from pipeline.config import recipe
+    from pipeline import advise
+    from pipeline.config import flags, recipe
     from pipeline.config.strict import validated
     from pipeline.models import aliases
-    from pipeline.perf import advise, gpus, prices
+    from pipeline.perf import prices
+    from pipeline.planning import gpus
 
     s = validated(AdviseSettings, flags.overrides(args, AdviseSettings), "advise settings")
     ref = aliases.resolve(args.model)

@@ -47,7 +47,7 @@ def cpu_model() -> str | None:
 def gpus() -> list[str]:
     """The GPUs this process may use (nvidia-smi's list filtered by CUDA_VISIBLE_DEVICES), as
     nvidia-smi's `name, memory MiB` lines, without importing torch; empty on CPU-only hosts."""
-    from pipeline.planning import devices
+    from pipeline.core import devices
 
     return [g.line() for g in devices.seen()]
 

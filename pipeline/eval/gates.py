@@ -1,8 +1,24 @@
 """Pass/fail of an evaluation against the recipe's gates as they are now (thresholds are not
 inputs of a cached result: editing one needs no re-evaluation)."""
 
+from pydantic import BaseModel
+
 from pipeline.config.recipe import EvalSettings
-from pipeline.eval.results import GateReport
+
+
+class GateCheck(BaseModel):
+    gate: str
+    limit: float
+    value: float
+    passed: bool
+
+
+class GateReport(BaseModel):
+    passed: bool
+    checks: list[GateCheck]
+
+    def failed(self) -> list[GateCheck]:
+        return [c for c in self.checks if not c.passed]
 
 
 def check_gates(settings: EvalSettings, heldout: dict, task_rows: list[dict] = ()) -> GateReport:

@@ -5,6 +5,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.eval.gates import GateReport, check_gates
+
 SCHEMA_VERSION = 1
 
 
@@ -65,21 +67,6 @@ class TaskRow(BaseModel):
     )
 
 
-class GateCheck(BaseModel):
-    gate: str
-    limit: float
-    value: float
-    passed: bool
-
-
-class GateReport(BaseModel):
-    passed: bool
-    checks: list[GateCheck]
-
-    def failed(self) -> list[GateCheck]:
-        return [c for c in self.checks if not c.passed]
-
-
 class EvalResults(BaseModel):
     schema_version: int = Field(SCHEMA_VERSION, description="bumped when fields change meaning")
     model: str = Field(description="the model's run-dir name (alias, org--name or folder)")
@@ -106,8 +93,6 @@ class EvalResults(BaseModel):
 def load(path: Path, settings=None) -> EvalResults:
     """Results as saved; with the recipe's eval settings, the gates re-checked against them as
     they are now (editing a gate needs no re-evaluation)."""
-    from pipeline.eval.gates import check_gates
-
     results = EvalResults.model_validate_json(Path(path).read_text())
     if settings is not None:
         task_rows = [t.model_dump() for t in results.tasks]

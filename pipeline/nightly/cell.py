@@ -10,7 +10,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from pipeline.cli.flags import to_argv
+from pipeline.config.flags import to_argv
 from pipeline.core.outcome import Outcome
 from pipeline.core.paths import REPO
 from pipeline.nightly.matrix import Cell

@@ -1,1 +1,2 @@
-"""Performance bounds and cost: GPU specs, prices, the roofline bound per step, `make advise`."""
+"""Performance bounds: prices, this host's measured rates, the roofline bound per step, and the
+time estimates built on them (the GPU table: planning/gpus.py; `make advise`: advise.py)."""

@@ -8,6 +8,9 @@ One step per GPU of a tensor-parallel group of `tp`:
   time    ≥ max(bytes / HBM bandwidth, FLOPs / dense peak of the compute format)
             + 2 all-reduces per layer of the new tokens' hidden states (ring: 2 (tp − 1) / tp
               of them cross the link)
+            + with `pp` pipeline stages (one per node), the hidden states crossing pp − 1 nodes
+              through the NIC (the stages run one after another for one step: the weights each
+              reads add up to the same bytes / tp)
 
 Weights read: every Linear but the embedding (a lookup reads a row per token); of a MoE layer's
 routed experts only those the step's tokens pick — with `k` of `E` chosen per token, B tokens
@@ -20,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 from pipeline import capacity
 from pipeline.models import architecture, kv_layout
-from pipeline.perf.gpus import Hardware
+from pipeline.planning.gpus import Hardware
 from pipeline.quantize import plan as quantize_plan
 
 ACTIVATION_BYTES = 2  # hidden states cross the link in 16 bits
@@ -101,25 +104,41 @@ class Step:
 
 
 def decode(
-    config: dict, fp: Footprint, hw: Hardware, batch: int, context: int, kv_dtype: str, tp: int
+    config: dict,
+    fp: Footprint,
+    hw: Hardware,
+    batch: int,
+    context: int,
+    kv_dtype: str,
+    tp: int,
+    pp: int = 1,
 ) -> Step:
     """One decode step: `batch` sequences with `context` cached tokens each, one new token."""
     kv = batch * _kv_sequence(config, kv_dtype, context, tp)
     attention = batch * fp.attention_flops * context
-    return _step(fp, hw, batch, kv, attention, tp)
+    return _step(fp, hw, batch, kv, attention, tp, pp)
 
 
 def prefill(
-    config: dict, fp: Footprint, hw: Hardware, prompts: int, length: int, kv_dtype: str, tp: int
+    config: dict,
+    fp: Footprint,
+    hw: Hardware,
+    prompts: int,
+    length: int,
+    kv_dtype: str,
+    tp: int,
+    pp: int = 1,
 ) -> Step:
     """Prefilling `prompts` prompts of `length` tokens in one step (causal attention: half of
     the square), writing their KV."""
     kv = prompts * _kv_sequence(config, kv_dtype, length, tp)
     attention = prompts * fp.attention_flops * length * length // 2
-    return _step(fp, hw, prompts * length, kv, attention, tp)
+    return _step(fp, hw, prompts * length, kv, attention, tp, pp)
 
 
-def _step(fp: Footprint, hw: Hardware, tokens: int, kv: float, attention: float, tp: int) -> Step:
+def _step(
+    fp: Footprint, hw: Hardware, tokens: int, kv: float, attention: float, tp: int, pp: int = 1
+) -> Step:
     weights = fp.dense_bytes + fp.expert_bytes * touched(fp.experts, fp.active_experts, tokens)
     share = fp.active_experts / fp.experts if fp.experts else 0
     linear = 2 * (fp.dense_params + fp.expert_params * share) * tokens
@@ -131,6 +150,8 @@ def _step(fp: Footprint, hw: Hardware, tokens: int, kv: float, attention: float,
     if tp > 1:
         crossed = 2 * (tp - 1) / tp * tokens * fp.hidden * ACTIVATION_BYTES
         link = 2 * fp.layers * crossed / hw.link_bytes_s
+    if pp > 1 and hw.nic_bytes_s:  # an unknown NIC: left out, the bound stays a lower one
+        link += (pp - 1) * tokens * fp.hidden * ACTIVATION_BYTES / hw.nic_bytes_s
     bound_by = "memory" if memory_s >= compute_s else "compute"
     return Step(max(memory_s, compute_s) + link, memory_bytes, flops, link, bound_by, compute)
 

@@ -1,2 +1,3 @@
-"""Devices and parallel sizes, decided in one place: the GPUs this process may use
-(devices.py) and the tensor-parallel sizes vLLM accepts for a model (parallel.py)."""
+"""Parallel sizes and placement, decided in one place: the tensor-parallel sizes vLLM accepts
+for a model (parallel.py), originals as they ship (shipped.py), and where a paired serve's sides
+run on the GPUs this process sees (placement.py; the GPUs themselves: core/devices.py)."""

@@ -23,8 +23,8 @@ A serve spanning nodes is refused: the pipeline starts its servers on this node.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pipeline.core.devices import Gpu
 from pipeline.core.errors import NotOnThisHost
-from pipeline.planning.devices import Gpu
 
 UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization: the share a plan may give out
 GIB = 2**30

@@ -227,7 +227,9 @@ def card_inputs(stage: PublishStage) -> card.CardInputs:
 
 def _deployment(q: QuantizeStage, rf) -> list[dict]:
     """The original and this recipe as `make advise` bounds them on the reference GPU."""
-    from pipeline.perf import advise, gpus, prices
+    from pipeline import advise
+    from pipeline.perf import prices
+    from pipeline.planning import gpus
 
     hw = gpus.SPECS[advise.REFERENCE_GPU]
     ask = advise.Ask(advise.REFERENCE_USERS, advise.REFERENCE_CONTEXT)

@@ -15,12 +15,11 @@ from pathlib import Path
 
 from pipeline.config import recipe
 from pipeline.config.strict import validated
-from pipeline.core import environment, memo, progress, quiet
+from pipeline.core import devices, environment, memo, progress, quiet
 from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, check_source, load_texts, source_sha
 from pipeline.models import aliases, integrity
-from pipeline.planning import devices
 from pipeline.quantize import model_free, plan, verify
 
 ARTIFACT = "artifact"
@@ -73,8 +72,8 @@ class QuantizeStage:
 
     def artifact_for(self, backend: str) -> Path:
         """What an eval backend loads: for hf, a Mixtral artifact's view with the expert names
-        transformers maps (pipeline/models/moe_view.py), one per quantize result."""
-        from pipeline.models import moe_view
+        transformers maps (pipeline/quantize/moe_view.py), one per quantize result."""
+        from pipeline.quantize import moe_view
 
         if backend != "hf" or self.recipe.online or not moe_view.needed(self.artifact):
             return self.artifact

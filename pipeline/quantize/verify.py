@@ -31,7 +31,7 @@ def check(artifact: Path, original: Path, params: int, bits: int) -> dict:
     if params <= RELOAD_LIMIT:
         return reload(artifact, params)
     checked = spot_check(artifact, original, params, bits)
-    from pipeline.models import moe_view
+    from pipeline.quantize import moe_view
 
     if moe_view.needed(artifact):  # known by its names: plain from_pretrained leaves experts out
         reason = (
@@ -145,7 +145,7 @@ def reload(artifact: Path, params: int) -> dict:
         return {"transformers": None, "reason": f"not reloaded here ({params / 1e9:.1f}B params)"}
     import tempfile
 
-    from pipeline.models import moe_view
+    from pipeline.quantize import moe_view
 
     plain = _reload(artifact)
     if plain["transformers"]:

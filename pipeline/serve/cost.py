@@ -11,7 +11,8 @@ median time per output token.
 """
 
 from pipeline.core import environment
-from pipeline.perf import bound, gpus, prices
+from pipeline.perf import bound, prices
+from pipeline.planning import gpus
 from pipeline.serve.compare import pair, ratio_stats
 from pipeline.serve.results import (
     BoundCheck,

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from pipeline.config.recipe import ServeSettings
 from pipeline.core import procs, progress
+from pipeline.core.devices import Gpu
 from pipeline.core.errors import ServerError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import VLLM_SCRIPTS
-from pipeline.planning.devices import Gpu
 from pipeline.quantize import artifact
 from pipeline.serve import engine_facts
 from pipeline.serve.results import Metrics

@@ -208,7 +208,7 @@ class CostLevel(BaseModel):
 class Cost(BaseModel):
     """What the measured throughput costs at the price of the hardware it ran on."""
 
-    hardware: str = Field(description="the GPU type (pipeline/perf/gpus.py) or 'CPU host'")
+    hardware: str = Field(description="the GPU type (pipeline/planning/gpus.py) or 'CPU host'")
     usd_per_hour: float = Field(description="one GPU, or the host")
     price_source: str = Field(description="the prices table's provider and date, or the user")
     units: dict[str, int] = Field(description="GPUs (or hosts) each side ran on")

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from pipeline.config.recipe import ServeSettings
 from pipeline.core import procs
+from pipeline.core.devices import Gpu
 from pipeline.core.errors import ServerError, UserError
-from pipeline.planning.devices import Gpu
 from pipeline.serve import engine_memory
 from pipeline.serving_env import SERVE_PYTHON
 

@@ -253,7 +253,7 @@ def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Place
     planner for the sweep's largest concurrency × (input + output) tokens, unless the recipe
     or the command line sets tensor_parallel_size (then both sides take it)."""
     from pipeline import sizing
-    from pipeline.planning import devices
+    from pipeline.core import devices
     from pipeline.quantize.plan import artifact_bytes
 
     given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set | set(overrides)

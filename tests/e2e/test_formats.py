@@ -22,6 +22,7 @@ def test_8_bit_weights_drift_far_less_than_4_bit_and_pass_their_gates(evaluated)
     assert w8 < w4 / 50, (w8, w4)
 
 
+@pytest.mark.cpu_host
 def test_fp4_evaluates_in_float32_with_its_activations_quantized(evaluated):
     """FP4 checkpoints decompress to bf16; the hf backend widens them to float32 (exact) and
     compressed-tensors still quantizes NVFP4's activations in each Linear: W4A4 must drift

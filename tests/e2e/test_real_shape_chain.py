@@ -90,13 +90,16 @@ def test_the_plans_eval_time_is_within_2x(chain):
     tiny-llama ones) + the roofline bound of scoring this model; with no earlier eval measured
     here, the bound alone, which the run must not beat."""
     plan = chain["plan"]["stages"]["eval"]
-    estimate, measured = plan["time_seconds"], chain["stages"]["eval"]["metrics"]["wall_seconds"]
+    metrics = chain["stages"]["eval"]["metrics"]
+    # loading is measured apart and said to be outside the estimate (2 × 5 GB of float32 here:
+    # 30 to 50 s of the eval on an AMX host, 2026-12-02, with the host's load)
+    estimate, measured = plan["time_seconds"], metrics["wall_seconds"] - metrics["load_seconds"]
+    assert "loading the two models is not in it" in plan["time"]
+    assert 0 < metrics["load_seconds"] < metrics["wall_seconds"]
     if "≥ the bound" in plan["time"]:
         assert 0 < estimate <= measured, (estimate, measured)
     else:
-        # within 2.5x: loading both sides' float32 weights (2 × 5 GB here) is not in the
-        # estimate (an AMX host, 2026-12-02: 25 s estimated, 55 s measured; 21 vs 36 alone)
-        assert measured / 2.5 <= estimate <= 2.5 * measured, (estimate, measured, plan["time"])
+        assert measured / 2 <= estimate <= 2 * measured, (estimate, measured, plan["time"])
 
 
 def test_serve_memory_and_decode_against_this_hosts_roofline_bound(served):

@@ -26,3 +26,31 @@ def test_no_visible_gpu_is_exit_4_in_one_line():
               "STANDIN_GPUS": "h100x8", "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
     result = _gpu_check(hidden)
     assert result.returncode == 4 and "(CUDA_VISIBLE_DEVICES='')" in result.stderr
+
+
+def test_the_wheels_carried_to_a_bare_gpu_machine_are_the_envs_own_pins():
+    """requirements/gpu-carry.txt (make gpu-wheels) pins what requirements/main.txt pins."""
+
+    def pins(name: str) -> dict[str, str]:
+        lines = (REPO / "requirements" / name).read_text().splitlines()
+        pairs = (x.split("==") for x in lines if x.strip() and not x.startswith("#"))
+        return {n.lower().replace("_", "-"): v for n, v in pairs}
+
+    carried, main = pins("gpu-carry.txt"), pins("main.txt")
+    assert carried and {n: main.get(n) for n in carried} == carried
+    assert "llmcompressor" in carried and "torch" not in carried  # the machine's own torch
+
+
+def test_the_bare_machine_script_refuses_without_its_wheels(tmp_path):
+    """pipeline/gpu_check_bare.sh, copied with the package into a checkout with no .carry/."""
+    import shutil
+
+    shutil.copytree(
+        REPO / "pipeline", tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    result = subprocess.run(["bash", str(tmp_path / "pipeline" / "gpu_check_bare.sh")],
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "error: gpu-check-bare: no wheels in .carry/wheels: run make gpu-wheels and carry it"
+    )

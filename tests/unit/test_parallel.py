@@ -71,3 +71,15 @@ def test_made_once_is_shared_by_a_runs_workers_and_off_outside_xdist():
     assert most == [1, 1]  # one at a time under the lock
     assert len(paths) == 2 and paths[0] == paths[1] and paths[0].name == "artifact"
     parallel.shutil.rmtree(paths[0].parent.parent)
+
+
+def test_test_workers_get_disjoint_gpus_on_a_gpu_host():
+    """What each worker's CUDA_VISIBLE_DEVICES is (host indices), for the GPUs `make test` sees."""
+    assert [parallel.worker_gpus(list(range(8)), w, 2) for w in (0, 1)] == ["0,1,2,3", "4,5,6,7"]
+    assert [parallel.worker_gpus([2, 5, 7], w, 2) for w in (0, 1)] == ["2,5", "7"]
+    assert [parallel.worker_gpus([0, 1], w, 2) for w in (0, 1)] == ["0", "1"]
+    for workers in range(1, 9):  # every GPU to exactly one worker
+        shares = [
+            parallel.worker_gpus(list(range(8)), w, workers).split(",") for w in range(workers)
+        ]
+        assert sorted(int(g) for share in shares for g in share) == list(range(8))

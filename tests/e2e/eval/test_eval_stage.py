@@ -11,6 +11,7 @@ from tests.e2e.conftest import results_path
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.cpu_host
 def test_eval_prints_both_splits_and_writes_json(evaluated, session_runs):
     results, result = evaluated("gptq")
     assert result.returncode == 0, result.stdout + result.stderr

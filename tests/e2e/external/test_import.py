@@ -14,6 +14,7 @@ def _entry(run_dir, stage="quantize"):
     return json.loads((run_dir / "manifest.json").read_text())["stages"][stage]
 
 
+@pytest.mark.cpu_host
 def test_run_with_an_auto_gptq_artifact_ends_with_the_summary(
     external, imported_eval, served_fp8, session_runs, tmp_path
 ):

@@ -13,7 +13,7 @@ def write(artifact: Path, out: Path) -> Path:
     from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
     from safetensors.torch import load_file, save_file
 
-    from pipeline.models.moe_view import _hub_name
+    from pipeline.quantize.moe_view import _hub_name
 
     stored = {}
     for path in sorted(artifact.glob("*.safetensors")):

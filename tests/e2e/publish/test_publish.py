@@ -64,6 +64,7 @@ def _card(text: str):
     return ModelCard(text)
 
 
+@pytest.mark.cpu_host
 def test_dry_run_writes_a_complete_card_and_sends_nothing(published_run, session_runs, tmp_path):
     result = _publish(session_runs, tmp_path, "--repo", REPO, "--dry-run", token=None)
     assert result.returncode == 0, result.stderr

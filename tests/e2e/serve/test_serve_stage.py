@@ -108,6 +108,7 @@ def test_slo_capacity_goodput_and_engine_memory_for_both(served_fp8):
     assert "engine PSS after bench (MiB)" in result.stdout
 
 
+@pytest.mark.cpu_host
 def test_cost_per_million_tokens_and_decode_against_the_host_bound(served_fp8):
     """On this CPU host: the table's host price over the measured tokens/s; the bound from the
     host's measured bandwidth and matmul rate (tiny-llama: overheads dominate, so the engine
@@ -134,12 +135,12 @@ def test_cost_per_million_tokens_and_decode_against_the_host_bound(served_fp8):
 
 @pytest.mark.gpu
 def test_decode_against_the_gpus_roofline_bound(served_fp8):
-    """On a lent GPU of a type in pipeline/perf/gpus.py: its datasheet bound, which no engine
+    """On a lent GPU of a type in pipeline/planning/gpus.py: its datasheet bound, which no engine
     beats, and the table's price per GPU-hour."""
     results, _ = served_fp8
     check = results["bound"]
     if check is None:
-        pytest.skip("this GPU type is not in pipeline/perf/gpus.py: no bound")
+        pytest.skip("this GPU type is not in pipeline/planning/gpus.py: no bound")
     assert not check["hardware"].startswith("this host")
     for side in ("original", "quantized"):
         for lv in check[side]:
@@ -362,11 +363,13 @@ def test_vllm_online_fp8_is_measured_where_the_build_can_else_refused_up_front(s
 
 
 def test_sides_served_one_after_the_other_are_unpaired_and_say_so(
-    quantized, session_runs, monkeypatch, capsys
+    quantized, tmp_path, monkeypatch, capsys
 ):
     """What a 70B model on 2 GPUs gets (planning/placement.py: sequential). This host has no
-    GPU to make that decision, so the test forces the placement; the servers are real."""
+    GPU to make that decision, so the test forces the placement; the servers are real. In a
+    runs folder of its own: `advise` reads the session's newest fp8 serve."""
     import dataclasses
+    import shutil
 
     from pipeline.core.stage import execute
     from pipeline.planning.placement import Placement
@@ -374,8 +377,9 @@ def test_sides_served_one_after_the_other_are_unpaired_and_say_so(
     from pipeline.serve.stage import ServeStage
 
     needs_serving_env()
-    quantized("fp8")
-    monkeypatch.setenv("RUNS_DIR", str(session_runs))
+    runs = tmp_path / "runs"
+    shutil.copytree(quantized("fp8"), runs / "tiny-llama" / "fp8")
+    monkeypatch.setenv("RUNS_DIR", str(runs))
     q = QuantizeStage.prepare("tiny-llama", "fp8")
     assert execute(q)[1]  # cached: as in every flow, quantize runs first (it finds the model)
     overrides = {"concurrency": [1], "num_prompts": 2, "repeats": 1, "enforce_eager": True}

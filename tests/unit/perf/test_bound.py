@@ -1,11 +1,14 @@
 """Known answers for the roofline bound, from the arithmetic in pipeline/perf/bound.py's
 docstring and the GPUs' datasheet figures."""
 
+import dataclasses
+
 import pytest
 
 from pipeline.config import recipe
 from pipeline.models import aliases, architecture
-from pipeline.perf import bound, gpus
+from pipeline.perf import bound
+from pipeline.planning import gpus
 
 H100 = gpus.SPECS["H100-80GB"]
 
@@ -88,3 +91,18 @@ def test_decode_turns_compute_bound_near_the_ridge_point():
     assert 280 <= found <= 300
     # at 4k tokens of context the KV read grows with the batch: memory-bound throughout
     assert bound.compute_bound_batch(c, bound.footprint(c), H100, 4000, "auto", 1, 4096) is None
+
+
+def test_pipeline_stages_add_the_hidden_states_crossing_nodes_through_the_nic():
+    """Llama-3.1-405B bf16 on TP 8 × PP 2 H100s: the TP-8 step, plus one token's 16,384 16-bit
+    hidden values crossing one node boundary at the NIC's 50 GB/s (DGX H100: 400 Gb/s a GPU)."""
+    c = config("llama3-405b")
+    fp = bound.footprint(c)
+    one_node = bound.decode(c, fp, H100, batch=1, context=1, kv_dtype="auto", tp=8)
+    two = bound.decode(c, fp, H100, batch=1, context=1, kv_dtype="auto", tp=8, pp=2)
+    assert H100.nic_bytes_s == 50e9 and "ConnectX-7" in H100.source
+    assert two.seconds - one_node.seconds == pytest.approx(16_384 * 2 / 50e9)
+    assert two.link_seconds > one_node.link_seconds and two.bytes == one_node.bytes
+    unknown = dataclasses.replace(H100, nic_bytes_s=0.0)  # left out: still a lower bound
+    same = bound.decode(c, fp, unknown, batch=1, context=1, kv_dtype="auto", tp=8, pp=2)
+    assert same.seconds == one_node.seconds

@@ -5,7 +5,8 @@ import pytest
 from pipeline.config import recipe
 from pipeline.config.recipe import ServeSettings
 from pipeline.models import aliases
-from pipeline.perf import bound, gpus, timing
+from pipeline.perf import bound, timing
+from pipeline.planning import gpus
 
 H100 = gpus.SPECS["H100-80GB"]
 

@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 from pipeline import sizing
 from pipeline.config import recipe
 from pipeline.config.recipe import ServeSettings
-from pipeline.planning import devices, placement, shipped
+from pipeline.core import devices
+from pipeline.planning import placement, shipped
 from pipeline.quantize.plan import artifact_bytes
 from pipeline.serve import server
 from tests.conftest import REPO, cli
-from tests.unit.planning.test_devices import STANDIN, standin
+from tests.unit.core.test_devices import STANDIN, standin
 
 CONFIGS = REPO / "pipeline" / "models" / "configs"
 LLAMA_8B = "meta-llama--Meta-Llama-3-8B-Instruct.json"

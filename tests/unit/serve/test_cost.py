@@ -6,7 +6,8 @@ import pytest
 from pipeline.config import recipe
 from pipeline.config.recipe import ServeSettings
 from pipeline.models import aliases
-from pipeline.perf import gpus, prices
+from pipeline.perf import prices
+from pipeline.planning import gpus
 from pipeline.serve import cost
 from pipeline.serve.results import Level, Measurement, Run, Slo, SloSide
 

@@ -120,7 +120,7 @@ def test_the_wrong_vllm_build_for_the_host_is_refused_with_the_fix(monkeypatch, 
     """`make setup` names the build in its stamp; a CPU build where GPUs are visible (the
     stand-in nvidia-smi: this host has none), or a CUDA build where none is, is exit 4."""
     from pipeline.core.errors import NotOnThisHost
-    from tests.unit.planning.test_devices import standin
+    from tests.unit.core.test_devices import standin
 
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").touch()

@@ -4,10 +4,12 @@ format, and the interconnect one tensor-parallel all-reduce crosses.
 Peaks are dense (no 2:4 sparsity), from the vendors' datasheets named in `source`; a format a
 GPU has no tensor cores for is None (the engine then computes in 16 bits: FP8 weights on an
 A100 run through weight-only kernels). Link: one direction's bandwidth between two GPUs
-(NVLink / Infinity Fabric aggregate ÷ 2; PCIe x16 per direction).
+(NVLink / Infinity Fabric aggregate ÷ 2; PCIe x16 per direction). NIC: one direction's network
+bandwidth per GPU between nodes (NICS below: the vendors' reference 8-GPU servers), what a
+pipeline stage's hidden states cross to the next node.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 MIB = 2**20
 TB = 10**12
@@ -23,6 +25,7 @@ class Hardware:
     peak_flops: dict  # compute format ("bf16", "fp8", "int8", "fp4") → dense FLOP/s
     link_bytes_s: float
     source: str
+    nic_bytes_s: float = 0.0  # per GPU, between nodes (0: not known / one machine)
 
     def flops(self, compute: str) -> tuple[float, str]:
         """Peak for `compute`, falling back to 16-bit where the GPU has no such tensor cores;
@@ -130,6 +133,23 @@ SPECS: dict[str, Hardware] = {
             "AMD Instinct MI300X datasheet (Infinity Fabric: 896 GB/s peer aggregate)",
         ),
     )  # fmt: skip
+}
+
+
+# Per GPU, one direction, GB/s: the compute NICs of each vendor's reference server ÷ its GPUs
+NICS = {
+    "A100-40GB": (25, "DGX A100: 8 × 200 Gb/s ConnectX-6 for 8 GPUs"),
+    "A100-80GB": (25, "DGX A100: 8 × 200 Gb/s ConnectX-6 for 8 GPUs"),
+    "H100-80GB": (50, "DGX H100: 8 × 400 Gb/s ConnectX-7 for 8 GPUs"),
+    "H100-PCIe-80GB": (12.5, "assumed: one 200 Gb/s NIC per two PCIe GPUs (no reference server)"),
+    "H200-141GB": (50, "DGX H200: 8 × 400 Gb/s ConnectX-7 for 8 GPUs"),
+    "L40S-48GB": (12.5, "assumed: one 200 Gb/s NIC per two PCIe GPUs (no reference server)"),
+    "B200-180GB": (50, "DGX B200: 8 × 400 Gb/s ConnectX-7 for 8 GPUs"),
+    "MI300X-192GB": (50, "AMD Instinct MI300X platform: 8 × 400 Gb/s NICs for 8 GPUs"),
+}
+SPECS = {
+    name: replace(spec, nic_bytes_s=NICS[name][0] * 10**9, source=f"{spec.source}; {NICS[name][1]}")
+    for name, spec in SPECS.items()
 }
 
 

@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pipeline import capacity
 from pipeline.core.rundir import RunDir
 from pipeline.perf import bound, prices
-from pipeline.perf.gpus import Hardware
 from pipeline.planning import parallel, shipped
+from pipeline.planning.gpus import Hardware
 from pipeline.quantize.plan import artifact_bytes
 
 KV_DTYPES = ("auto", "fp8")
@@ -32,7 +32,8 @@ WIDEST = 8  # tensor-parallel sizes tried: from the fewest GPUs that fit to this
 class Row:
     recipe: str
     kv_dtype: str | None = None
-    gpus: int | None = None  # tensor-parallel size (planned); None: does not fit
+    gpus: int | None = None  # TP × PP (planned); None: does not fit
+    pipeline_stages: int = 1  # PP: one stage per node beyond the first (vLLM's Ray executor)
     max_users: int | None = None  # planned
     weights_bytes: int = 0  # planned
     compute: str = "bf16"  # the tensor cores the step runs on
@@ -87,8 +88,10 @@ def _best(model_name, config, recipe, hw, price, ask) -> Row:
     kv_dtypes = ["fp8"] if recipe and recipe.kv_cache_scheme() else list(KV_DTYPES)
     candidates = []
     for kv in kv_dtypes:
-        for tp in _tensor_parallel(config, weights, kv, hw, ask):
-            candidates.append(_deployment(name, config, footprint, weights, kv, tp, hw, price, ask))
+        for tp, pp in _layouts(config, weights, kv, hw, ask):
+            candidates.append(
+                _deployment(name, config, footprint, weights, kv, tp, pp, hw, price, ask)
+            )
     row = _cheapest(candidates) or Row(name, weights_bytes=weights, compute=footprint.compute)
     if model_name is None:
         return row
@@ -98,25 +101,30 @@ def _best(model_name, config, recipe, hw, price, ask) -> Row:
     return row
 
 
-def _deployment(name, config, fp, weights, kv, tp, hw, price, ask) -> Row:
-    decode = bound.decode(config, fp, hw, ask.users, ask.context, kv, tp)
-    prefill = bound.prefill(config, fp, hw, 1, ask.context, kv, tp)
-    row_plan = _plan_row(config, name, weights, kv, ask, hw.memory_bytes, tp)
+def _deployment(name, config, fp, weights, kv, tp, pp, hw, price, ask) -> Row:
+    decode = bound.decode(config, fp, hw, ask.users, ask.context, kv, tp, pp)
+    prefill = bound.prefill(config, fp, hw, 1, ask.context, kv, tp, pp)
+    if pp > 1:  # the planner's own multi-node row (its KV split per stage)
+        row_plan = _plan_row(config, name, weights, kv, ask, hw.memory_bytes, None)
+    else:
+        row_plan = _plan_row(config, name, weights, kv, ask, hw.memory_bytes, tp)
+    gpus = tp * pp
     tokens_s = ask.users / decode.seconds
     row = Row(
         recipe=name,
         kv_dtype=kv,
-        gpus=tp,
+        gpus=gpus,
+        pipeline_stages=pp,
         max_users=row_plan.max_users,
         weights_bytes=weights,
         compute=decode.compute,
         itl_ms=decode.seconds * 1e3,
         ttft_ms=prefill.seconds * 1e3,
-        tokens_s_per_gpu=tokens_s / tp,
+        tokens_s_per_gpu=tokens_s / gpus,
     )
     if price:
-        row.usd_per_hour = price.usd_per_hour * tp
-        row.usd_per_million = price.per_million(tp, tokens_s)
+        row.usd_per_hour = price.usd_per_hour * gpus
+        row.usd_per_million = price.per_million(gpus, tokens_s)
     row.meets_slo = _meets(row.ttft_ms, row.itl_ms, ask)
     return row
 
@@ -128,15 +136,19 @@ def _cheapest(rows: list[Row]) -> Row | None:
     return min(meeting, key=lambda r: (r.usd_per_million or 0, r.gpus, r.kv_dtype != "auto"))
 
 
-def _tensor_parallel(config, weights, kv, hw, ask) -> list[int]:
-    """The fewest GPUs that hold the weights and USERS × CONTEXT of KV, and wider ones."""
+def _layouts(config, weights, kv, hw, ask) -> list[tuple[int, int]]:
+    """(TP, PP): the fewest GPUs that hold the weights and USERS × CONTEXT of KV, and wider
+    TPs within a node; beyond a node, the planner's TP × PP alone."""
     row = _plan_row(config, "", weights, kv, ask, hw.memory_bytes, None)
-    if row.gpus is None or row.pp > 1:  # priced within one node (pipeline stages: not yet)
+    if row.gpus is None:
         return []
     if not hw.link_bytes_s:  # a CPU host: one engine
-        return [1] if row.gpus == 1 else []
+        return [(1, 1)] if row.gpus == 1 else []
+    if row.pp > 1:
+        return [(row.tp, row.pp)]
     widest = min(capacity.GPUS_PER_NODE, row.gpus * WIDEST)
-    return [tp for tp in parallel.tensor_parallel_sizes(config, widest) if tp >= row.gpus]
+    sizes = parallel.tensor_parallel_sizes(config, widest)
+    return [(tp, 1) for tp in sizes if tp >= row.gpus]
 
 
 def _plan_row(config, name, weights, kv, ask, gpu_bytes, tp) -> capacity.Row:
@@ -171,8 +183,8 @@ def _meets(ttft_ms: float | None, itl_ms: float | None, ask: Ask) -> bool | None
 def _rejected(row: Row, ask: Ask) -> str | None:
     if row.gpus is None:
         return (
-            f"does not fit {ask.users} × {ask.context:,} tokens on one node of "
-            f"{capacity.GPUS_PER_NODE} GPUs"
+            f"does not fit {ask.users} × {ask.context:,} tokens on {capacity.MAX_NODES} nodes "
+            f"of {capacity.GPUS_PER_NODE} GPUs"
         )
     if row.meets_slo is False:
         return "misses the SLO"
@@ -261,7 +273,7 @@ def _serve_dirs(model_name: str, recipe_dir: str) -> list[RunDir]:
 
 def _same_hardware(environment: dict, hw: Hardware) -> bool:
     """A serve measured on this hardware: the same GPU type, or this CPU host."""
-    from pipeline.perf import gpus
+    from pipeline.planning import gpus
 
     found = environment.get("gpus") or []
     if hw.name.startswith("this host"):
@@ -272,7 +284,7 @@ def _same_hardware(environment: dict, hw: Hardware) -> bool:
 def render(rows: list[Row], header: str, price: prices.Price | None) -> str:
     lines = [
         header,
-        f"{'recipe':<12} {'KV':>4} {'GPUs':>4} {'users':>6} {'tok/s/GPU':>10} {'ITL ms':>7} "
+        f"{'recipe':<12} {'KV':>4} {'GPUs':>5} {'users':>6} {'tok/s/GPU':>10} {'ITL ms':>7} "
         f"{'TTFT ms':>8} {'$/h':>7} {'$/1M tok':>9}  {'perf':<8} {'mean KL ± SE':<20} "
         f"{'same-top':>8}  note",
     ]
@@ -286,7 +298,7 @@ def render(rows: list[Row], header: str, price: prices.Price | None) -> str:
         else:
             kl, same = q["source"], "-"
         lines.append(
-            f"{r.recipe:<12} {_kv(r.kv_dtype):>4} {_n(r.gpus):>4} {_n(r.max_users):>6} "
+            f"{r.recipe:<12} {_kv(r.kv_dtype):>4} {_gpus(r):>5} {_n(r.max_users):>6} "
             f"{_f(r.tokens_s_per_gpu, '.1f'):>10} {_f(r.itl_ms, '.2f'):>7} "
             f"{_f(r.ttft_ms, '.1f'):>8} {_f(r.usd_per_hour, '.2f'):>7} "
             f"{_f(r.usd_per_million, '.3f'):>9}  {r.performance_source.split(' ')[0]:<8} "
@@ -294,12 +306,18 @@ def render(rows: list[Row], header: str, price: prices.Price | None) -> str:
         )
     lines.append(
         "perf: bound = roofline (no engine does better), measured = this model's serve on this "
-        "hardware; GPUs and users: planned (KV for users × context); KL: measured with the "
-        "recipe's own KV cache"
+        "hardware; GPUs and users: planned (KV for users × context; TP×PP: pipeline stages on "
+        "nodes of 8, vLLM's Ray executor); KL: measured with the recipe's own KV cache"
     )
     lines.append(f"price: {price.usd_per_hour:g} $/h per GPU, {price.source}" if price else
                  "price: none for this GPU (--gpu-hour-usd)")  # fmt: skip
     return "\n".join(lines)
+
+
+def _gpus(r: Row) -> str:
+    if r.gpus and r.pipeline_stages > 1:
+        return f"{r.gpus // r.pipeline_stages}×{r.pipeline_stages}"
+    return _n(r.gpus)
 
 
 def _kv(kv: str | None) -> str:

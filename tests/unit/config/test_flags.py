@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from pipeline.cli import flags
+from pipeline.config import flags
 from pipeline.config.recipe import ServeSettings
 
 

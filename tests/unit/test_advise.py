@@ -6,9 +6,11 @@ import sys
 
 import pytest
 
+from pipeline import advise
 from pipeline.config import recipe
 from pipeline.models import aliases
-from pipeline.perf import advise, gpus, prices
+from pipeline.perf import prices
+from pipeline.planning import gpus
 
 
 @pytest.fixture
@@ -100,3 +102,19 @@ def test_bad_input_is_a_one_line_error(no_runs, args):
     )
     assert out.returncode == 2, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_model_larger_than_a_node_is_priced_on_pipeline_stages(no_runs):
+    """Llama-3.1-405B's original does not fit 8 H100s with 100 × 4,000 tokens of 16-bit KV: it
+    is priced on TP 8 × PP 2 (16 GPUs, shown 8×2) with the NIC in its bound; fp8 on one node."""
+    ref = aliases.resolve("llama3-405b")
+    config = aliases.load_config(ref)
+    hw = gpus.SPECS["H100-80GB"]
+    rows = advise.advise(None, config, [recipe.load("fp8")], hw, prices.gpu(hw.name),
+                         advise.Ask(100, 4000))  # fmt: skip
+    by = {r.recipe: r for r in rows}
+    original, fp8 = by["original"], by["fp8"]
+    assert original.rejected is None and original.gpus == 16 and original.pipeline_stages == 2
+    assert fp8.gpus == 8 and fp8.pipeline_stages == 1
+    assert original.usd_per_hour == pytest.approx(16 * 2.99)
+    assert " 8×2 " in advise.render(rows, "header", prices.gpu(hw.name))

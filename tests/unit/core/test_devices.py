@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core import environment
+from pipeline.core import devices, environment
 from pipeline.core.errors import NotOnThisHost
-from pipeline.planning import devices
 from tests.conftest import REPO, cli
 
 STANDIN = REPO / "tests" / "gpu_hosts"
