@@ -16,6 +16,7 @@ Quality not measured is "not evaluated", never a guess.
 from dataclasses import asdict, dataclass, field
 
 from pipeline import capacity
+from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.rundir import RunDir
 from pipeline.perf import bound, prices
 from pipeline.planning import parallel, shipped
@@ -58,7 +59,7 @@ class Ask:
     slo_ttft_ms: float | None = None
     slo_itl_ms: float | None = None
     max_kl: float | None = None
-    utilization: float = 0.9
+    utilization: float = GPU_MEMORY_UTILIZATION
     overhead_gib: float = capacity.OVERHEAD_GIB
 
 

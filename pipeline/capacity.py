@@ -21,6 +21,7 @@ Per recipe (and the unquantized original) × KV-cache dtype:
 
 from dataclasses import asdict, dataclass
 
+from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError
 from pipeline.models import kv_layout
 from pipeline.planning import parallel, shipped
@@ -131,6 +132,7 @@ class Row:
     kv_room_bytes: int | None
     tp: int | None = None  # tensor parallel: within a node, a size vLLM accepts (parallel.py)
     pp: int | None = None  # pipeline stages: one per node beyond the first
+    executor: str | None = None  # vLLM's: "mp" on one node, "ray" across nodes
 
     @property
     def nodes(self) -> int | None:
@@ -165,6 +167,7 @@ def plan_row(
                 return Row(
                     recipe_name, kv_dtype, weights, per_token, needed, tp * pp,
                     int(room // sequence), int(room * tp * pp), tp, pp,
+                    "ray" if pp > 1 else "mp",
                 )  # fmt: skip
     return Row(recipe_name, kv_dtype, weights, per_token, needed, None, None, None)
 
@@ -176,7 +179,7 @@ def plan(
     users: int,
     context: int,
     gpu: int,
-    utilization: float = 0.9,
+    utilization: float = GPU_MEMORY_UTILIZATION,
     overhead_gib: float = OVERHEAD_GIB,
     scheduled: int = 8_192,
 ) -> list[Row]:
@@ -235,6 +238,6 @@ def render(rows: list[Row], users: int, context: int, gpu_label: str) -> str:
         lines.append(
             f"TP×PP: one pipeline stage per node, on a Ray cluster of the nodes — `vllm serve … "
             f"--tensor-parallel-size {spanning.tp} --pipeline-parallel-size {spanning.pp} "
-            "--distributed-executor-backend ray`"
+            f"--distributed-executor-backend {spanning.executor}`"
         )
     return "\n".join(lines)

@@ -143,15 +143,16 @@ def _engines(config, sides: dict, gpus, users: int, context: int, refusals: list
 
 
 def _on_gpus(config: dict, weights: int, users: int, context: int, side: str) -> dict:
-    """The tensor-parallel size REFERENCE_GPU GPUs would need (None: more than 64)."""
+    """What REFERENCE_GPU GPUs would need (the capacity planner's row, nodes of 8):
+    tensor_parallel_size is the GPU count, TP × PP (None: more than capacity.MAX_TP)."""
     from pipeline import capacity
 
-    reference = [f"{REFERENCE_GPU}, {capacity.GPUS[REFERENCE_GPU] // 2**20} MiB"] * 64
-    try:
-        tp = sizing.engine(config, weights, reference, users, context, side).tensor_parallel_size
-    except NotOnThisHost:
-        tp = None
-    return {"gpu": REFERENCE_GPU, "tensor_parallel_size": tp}
+    gpu = capacity.GPUS[REFERENCE_GPU]
+    row = capacity.plan_row(
+        config, side, weights, "auto", users, context, gpu, sizing.UTILIZATION,
+        int(capacity.OVERHEAD_GIB * GIB), capacity.scheduled_tokens(REFERENCE_GPU, gpu),
+    )  # fmt: skip
+    return {"gpu": REFERENCE_GPU, "tensor_parallel_size": row.gpus, "tp": row.tp, "pp": row.pp}
 
 
 def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dict:
@@ -314,6 +315,15 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def _count(ref: dict) -> str:
+    """GPUs a reference layout needs: 2, or 8×2 across nodes, or >64."""
+    if not ref["tensor_parallel_size"]:
+        return ">64"
+    if ref["pp"] and ref["pp"] > 1:
+        return f"{ref['tp']}×{ref['pp']}"
+    return str(ref["tensor_parallel_size"])
+
+
 def _existing(root: Path) -> Path:
     path = root
     while not path.exists():
@@ -337,7 +347,7 @@ def render(plan: dict) -> str:
         if stage.get("backend"):
             lines.append(f"  backend    {stage['backend']}, {stage['tokens']:,} tokens scored")
         for side, ref in (stage.get("on_gpus") or {}).items():
-            n = ref["tensor_parallel_size"] or ">64"
+            n = _count(ref)
             lines.append(f"  {side:<10} with vLLM on {ref['gpu']}: {n} GPU(s)")
         if (placed := stage.get("placement")) and "mode" in placed:
             lines.append(f"  placement  {placed['mode']}: {placed['reason']}")
@@ -345,7 +355,7 @@ def render(plan: dict) -> str:
                 lines.append(f"  {'':<10} {side['describe']}")
         for side, engine in (stage.get("engines") or {}).items():
             ref = engine["on_gpus"]
-            needs = f"on {ref['gpu']}: {ref['tensor_parallel_size'] or '>64'} GPU(s)"
+            needs = f"on {ref['gpu']}: {_count(ref)} GPU(s)"
             if "refused" in engine:
                 lines.append(f"  {side:<10} {needs}; here refused: {engine['refused']}")
             elif plan["host"]["gpus"]:

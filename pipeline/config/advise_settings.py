@@ -3,6 +3,7 @@
 from pydantic import Field
 
 from pipeline.config.strict import Strict
+from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 
 
 class AdviseSettings(Strict):
@@ -15,7 +16,9 @@ class AdviseSettings(Strict):
         None, gt=0, description="price of one GPU-hour (default: pipeline/perf/prices.toml)"
     )
     host_hour_usd: float | None = Field(None, gt=0, description="price of this host's hour")
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="as given to vllm serve")
+    gpu_memory_utilization: float = Field(
+        GPU_MEMORY_UTILIZATION, gt=0, le=1, description="as given to vllm serve"
+    )
     overhead_gib: float = Field(
         2.0, ge=0, le=2**20, description="per GPU: activations, graphs, NCCL"
     )

@@ -4,12 +4,15 @@ their range checks."""
 from pydantic import Field
 
 from pipeline.config.strict import Strict
+from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 
 
 class PlanSettings(Strict):
     users: int = Field(100, gt=0, description="concurrent users")
     context: int = Field(4000, gt=0, description="tokens of context per user")
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="as given to vllm serve")
+    gpu_memory_utilization: float = Field(
+        GPU_MEMORY_UTILIZATION, gt=0, le=1, description="as given to vllm serve"
+    )
     overhead_gib: float = Field(
         2.0, ge=0, le=2**20, description="per GPU: activations, graphs, NCCL"
     )

@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pipeline.config import schemes
 from pipeline.config.schemes import Scheme, scheme_from_args, schemes_from_args
 from pipeline.config.strict import Strict, display, explain, line_of, load_yaml, validated
+from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError, clip
 from pipeline.core.files import is_file
 from pipeline.core.paths import RECIPES_DIR
@@ -94,7 +95,7 @@ class ServeSettings(Strict):
     pipeline_parallel_size: int = Field(
         1, gt=0, description="pipeline stages (one per node beyond the first; Ray's executor)"
     )
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    gpu_memory_utilization: float = Field(GPU_MEMORY_UTILIZATION, gt=0, le=1)
     dtype: Literal["auto", "bfloat16", "float16", "half", "float", "float32"] = "auto"
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
         "auto", description="auto | fp8 | fp8_e4m3 | fp8_e5m2"

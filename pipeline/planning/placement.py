@@ -23,10 +23,11 @@ A serve spanning nodes is refused: the pipeline starts its servers on this node.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.devices import Gpu
 from pipeline.core.errors import NotOnThisHost
 
-UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization: the share a plan may give out
+UTILIZATION = GPU_MEMORY_UTILIZATION  # the share of each GPU a plan may give out
 GIB = 2**30
 
 

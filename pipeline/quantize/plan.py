@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from pipeline.config.recipe import RecipeFile
 from pipeline.config.schemes import Scheme
+from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError
 from pipeline.models import architecture
 
@@ -212,7 +213,7 @@ def build(
             "device_peak_estimate": _device_peak(route, cpu, layer_bytes + hessians + acts, gpus),
         },
         "assumed": cpu["assumed"],
-        "fits_one_80gb_gpu": layer_bytes + hessians + acts < 80 * 10**9 * 0.9,
+        "fits_one_80gb_gpu": layer_bytes + hessians + acts < 80 * 10**9 * GPU_MEMORY_UTILIZATION,
     }
 
 

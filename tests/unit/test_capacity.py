@@ -76,10 +76,14 @@ def test_beyond_one_node_tp_fills_the_node_and_pipeline_stages_add_nodes():
     gpu = planner.gpu_bytes("H100-80GB")
     original, original_fp8_kv = planner.plan(config, [], ["auto", "fp8"], 100, 4000, gpu)
     assert (original.tp, original.pp, original.gpus) == (8, 2, 16)
+    assert original.executor == "ray"  # vLLM reaches the second node's stage only through Ray
+    assert "--pipeline-parallel-size 2 --distributed-executor-backend ray" in planner.render(
+        [original], 100, 4000, "H100-80GB"
+    )
     assert original.kv_bytes_needed / GIB == pytest.approx(192.3, abs=0.1)
     fp8 = recipe.load("fp8")
     _, with_fp8_kv = planner.plan(config, [fp8], ["auto", "fp8"], 100, 4000, gpu)[2:]
-    assert (with_fp8_kv.tp, with_fp8_kv.pp) == (8, 1)  # one node of 8
+    assert (with_fp8_kv.tp, with_fp8_kv.pp, with_fp8_kv.executor) == (8, 1, "mp")  # one node
 
 
 def test_an_original_that_ships_in_fp8_is_counted_as_shipped():

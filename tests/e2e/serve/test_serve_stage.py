@@ -393,4 +393,5 @@ def test_sides_served_one_after_the_other_are_unpaired_and_say_so(
     assert "serving one after the other: forced by the test" in capsys.readouterr().out
     first = results.original.levels[0].runs[0].sequence
     assert first == results.quantized.levels[0].runs[0].sequence == 0  # each its own run
-    assert vllm_processes() == []
+    # its own servers are gone (the other worker's tests may be serving at the same time)
+    assert [p for p in vllm_processes() if str(runs) in p] == []
