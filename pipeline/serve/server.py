@@ -45,46 +45,6 @@ def port_in_use(port: int) -> bool:
             return True
 
 
-def command(
-    model_dir: Path,
-    name: str,
-    s: ServeSettings,
-    port: int,
-    max_len: int,
-    extra: list[str] = (),
-) -> list[str]:
-    cmd = [
-        str(SERVE_PYTHON),
-        "-m",
-        "vllm.entrypoints.openai.api_server",  # the CPU wheel's `vllm` script cannot start
-        "--model",
-        str(model_dir),
-        "--served-model-name",
-        name,
-        "--host",
-        HOST,
-        "--port",
-        str(port),
-        "--seed",
-        str(s.seed),
-        "--dtype",
-        s.dtype,
-        "--kv-cache-dtype",
-        s.kv_cache_dtype,
-        "--max-model-len",
-        str(max_len),
-        "--tensor-parallel-size",
-        str(s.tensor_parallel_size),
-        "--pipeline-parallel-size",
-        str(s.pipeline_parallel_size),
-        "--gpu-memory-utilization",
-        str(s.gpu_memory_utilization),
-    ]
-    if s.pipeline_parallel_size > 1:  # stages on other nodes: only Ray's executor reaches them
-        cmd += ["--distributed-executor-backend", "ray"]
-    return cmd + (["--enforce-eager"] if s.enforce_eager else []) + list(extra)
-
-
 def environment(s: ServeSettings, gpus: tuple[Gpu, ...] = ()) -> dict[str, str]:
     """The variables the server's process gets beside the caller's own."""
     if gpus:
@@ -124,7 +84,37 @@ def launch(
     gpus: tuple[Gpu, ...] = (),
 ) -> Launch:
     """The server's argv and environment: a pure function of the side and its GPUs."""
-    return Launch(command(model_dir, name, s, port, max_len, extra), environment(s, gpus))
+    cmd = [
+        str(SERVE_PYTHON),
+        "-m",
+        "vllm.entrypoints.openai.api_server",  # the CPU wheel's `vllm` script cannot start
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        name,
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--seed",
+        str(s.seed),
+        "--dtype",
+        s.dtype,
+        "--kv-cache-dtype",
+        s.kv_cache_dtype,
+        "--max-model-len",
+        str(max_len),
+        "--tensor-parallel-size",
+        str(s.tensor_parallel_size),
+        "--pipeline-parallel-size",
+        str(s.pipeline_parallel_size),
+        "--gpu-memory-utilization",
+        str(s.gpu_memory_utilization),
+    ]
+    if s.pipeline_parallel_size > 1:  # stages on other nodes: only Ray's executor reaches them
+        cmd += ["--distributed-executor-backend", "ray"]
+    argv = cmd + (["--enforce-eager"] if s.enforce_eager else []) + list(extra)
+    return Launch(argv, environment(s, gpus))
 
 
 class Server:

@@ -55,6 +55,11 @@ def test_engine_numbers_match_the_model_config(served_fp8, tiny_model):
 
 def test_benchmark_levels_are_complete_paired_and_interleaved(served_fp8):
     results, result = served_fp8
+    # where the sides ran (planning/placement.py): up at once, so their runs pair
+    assert results["placement"]["mode"] in ("cpu", "side-by-side", "shared")
+    for side in ("original", "quantized"):
+        placed = results[side]["placement"]  # none on a CPU host; else its own GPUs
+        assert (placed is None) == (results["placement"]["mode"] == "cpu")
     sequence = {}
     for side in ("original", "quantized"):
         levels = results[side]["levels"]
@@ -228,11 +233,10 @@ def test_engine_sizes_the_fp8_kv_pool_as_planned(quantized, tmp_path, tiny_model
         pytest.skip("FP8 KV serves here: the serve test compares planner and engine")
     artifact = quantized("fp8-kv") / "artifact"
     settings = ServeSettings(kv_cache_dtype="fp8", enforce_eager=True)
-    cmd = vllm_server.command(artifact, "kv-probe", settings, vllm_server.free_port(), 512)
+    probe = vllm_server.launch(artifact, "kv-probe", settings, vllm_server.free_port(), 512)
     log = tmp_path / "vllm.log"
     facts: dict = {}
-    env = {**os.environ, **vllm_server.environment(settings)}
-    with procs.group(cmd, log, env) as proc:
+    with procs.group(probe.argv, log, {**os.environ, **probe.env}) as proc:
         deadline = time.monotonic() + 600
         while "kv_cache_tokens" not in facts and time.monotonic() < deadline:
             if proc.poll() is not None:

@@ -117,12 +117,11 @@ def test_a_side_wider_than_the_gpus_seen_is_refused():
 
 def test_pipeline_stages_and_the_executor_reach_the_command():
     s = ServeSettings(tensor_parallel_size=8, pipeline_parallel_size=2)
-    cmd = server.command(Path("/m"), "n", s, 1, 1)
+    cmd = server.launch(Path("/m"), "n", s, 1, 1).argv
     assert dict(zip(cmd[3::2], cmd[4::2], strict=False))["--pipeline-parallel-size"] == "2"
     assert cmd[cmd.index("--distributed-executor-backend") + 1] == "ray"
-    assert "--distributed-executor-backend" not in server.command(
-        Path("/m"), "n", ServeSettings(), 1, 1
-    )
+    one_node = server.launch(Path("/m"), "n", ServeSettings(), 1, 1).argv
+    assert "--distributed-executor-backend" not in one_node
 
 
 GIB = 2**30

@@ -8,14 +8,14 @@ from pipeline.serve import server
 
 def test_command_carries_every_setting():
     s = ServeSettings(kv_cache_dtype="fp8", tensor_parallel_size=2, enforce_eager=True, seed=3)
-    cmd = server.command(Path("/m"), "name", s, 8123, 2048)
+    cmd = server.launch(Path("/m"), "name", s, 8123, 2048).argv
     flags = dict(zip(cmd[3::2], cmd[4::2], strict=False))
     assert cmd[2] == "vllm.entrypoints.openai.api_server"
     assert flags["--model"] == "/m" and flags["--port"] == "8123" and flags["--host"] == "127.0.0.1"
     assert flags["--kv-cache-dtype"] == "fp8" and flags["--tensor-parallel-size"] == "2"
     assert flags["--max-model-len"] == "2048" and flags["--seed"] == "3"
     assert cmd[-1] == "--enforce-eager"
-    assert "--enforce-eager" not in server.command(Path("/m"), "n", ServeSettings(), 1, 1)
+    assert "--enforce-eager" not in server.launch(Path("/m"), "n", ServeSettings(), 1, 1).argv
 
 
 def test_cpu_settings_go_to_the_environment():
