@@ -19,7 +19,7 @@ from pipeline import capacity
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.rundir import RunDir
 from pipeline.perf import bound, prices
-from pipeline.planning import parallel, shipped
+from pipeline.planning import geometry, parallel
 from pipeline.planning.gpus import Hardware
 from pipeline.quantize.plan import artifact_bytes
 
@@ -84,7 +84,7 @@ def advise(
 
 def _best(model_name, config, recipe, hw, price, ask) -> Row:
     name = recipe.name if recipe else "original"
-    weights = artifact_bytes(recipe, config) if recipe else _original_bytes(config)
+    weights = artifact_bytes(recipe, config) if recipe else geometry.of(config).original_bytes
     footprint = bound.footprint(config, recipe)
     kv_dtypes = ["fp8"] if recipe and recipe.kv_cache_scheme() else list(KV_DTYPES)
     candidates = []
@@ -193,10 +193,6 @@ def _rejected(row: Row, ask: Ask) -> str | None:
     if ask.max_kl is not None and kl is not None and kl > ask.max_kl:
         return f"mean KL {kl:.3g} > MAX_KL {ask.max_kl:g}"
     return None
-
-
-def _original_bytes(config: dict) -> int:
-    return shipped.original_bytes(config)
 
 
 def _quality(model_name: str, recipe_name: str) -> dict:

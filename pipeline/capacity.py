@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError
 from pipeline.models import kv_layout
-from pipeline.planning import parallel, shipped
+from pipeline.planning import geometry, parallel
 from pipeline.planning.gpus import SPECS
 from pipeline.quantize.plan import artifact_bytes
 
@@ -190,7 +190,7 @@ def plan(
             f"users, context and max-num-batched-tokens must be ≥ 1 "
             f"(got {users}, {context}, {scheduled})"
         )
-    weights = [("original", shipped.original_bytes(config))]
+    weights = [("original", geometry.of(config).original_bytes)]
     weights += [(r.name, artifact_bytes(r, config)) for r in recipes]
     overhead = int(overhead_gib * GIB)
     return [
@@ -203,12 +203,12 @@ def plan(
 def describe(
     name: str, config: dict, utilization: float, overhead_gib: float, scheduled: int
 ) -> str:
+    g = geometry.of(config)
     sliding = any(g.kind == "sliding" for g in kv_layout.groups(config))
     return (
-        f"model {name}: {config['num_hidden_layers']} layers; {kv_layout.describe(config)}; "
-        f"original weights {shipped.describe(config)}\n"
+        f"model {name}: {g.layers} layers; {g.kv_modelled}; original weights {g.shipped}\n"
         f"TP×PP: tensor parallel within a node of {GPUS_PER_NODE} GPUs (sizes vLLM accepts for "
-        f"{config['num_attention_heads']} heads / {parallel.kv_heads(config)} KV heads) × "
+        f"{g.heads} heads / {g.kv_heads} KV heads) × "
         "pipeline stages, one node each\n"
         f"{utilization:g} of each GPU usable, {overhead_gib:g} GiB per GPU kept for "
         "activations/engine"

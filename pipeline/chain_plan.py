@@ -23,7 +23,7 @@ from pipeline import sizing
 from pipeline.core import environment
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.paths import runs_root
-from pipeline.planning import shipped
+from pipeline.planning import geometry
 from pipeline.quantize import memory
 
 GIB = 2**30
@@ -35,7 +35,7 @@ CPU_ENGINE_EXTRA = 2 * GIB  # vLLM's CPU engine beside its weights: 1 GiB KV poo
 def build(q, stages: tuple[str, ...], backend: str | None = None) -> dict:
     """The chain's plan for quantize stage `q` followed by `stages` (eval, serve)."""
     gpus = environment.gpus()
-    original = shipped.original_bytes(q.config)
+    original = geometry.of(q.config).original_bytes
     quantize = q.plan()
     memory = quantize.get("memory_bytes") or {}  # an import's plan is its detected format
     artifact = 0 if q.recipe.online else memory.get("artifact_estimate", 0)
@@ -159,7 +159,7 @@ def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dic
     s = q.recipe.spec.eval
     chosen = backend or (s.backend if s.backend != "auto" else ("vllm" if gpus else "hf"))
     tokens = 2 * s.max_tokens  # held-out and calibration splits
-    vocab = q.config["vocab_size"]
+    vocab = geometry.of(q.config).vocab
     k = min(s.reference_max_k, vocab)
     id_bytes = 2 if vocab <= 32767 else 4
     reference = tokens * (k * (id_bytes + 4) + 12)  # at most: k kept tokens a position
@@ -197,7 +197,7 @@ def _scoring_bytes(config: dict, s) -> int:
     """What scoring holds beside the float32 model on CPU: a batch's logits and their log-probs
     (float32, every vocabulary entry), one window's log-probs in float64 for the drift, and the
     runtime. Measured at Llama-3-8B's vocabulary (128,256): 8.6 GiB peak, planned 7.8."""
-    vocab, context = config["vocab_size"], s.context_length
+    vocab, context = geometry.of(config).vocab, s.context_length
     return EVAL_BATCH * context * vocab * 4 * 2 + context * vocab * 8 + memory.RUNTIME
 
 

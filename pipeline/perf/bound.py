@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 
 from pipeline import capacity
 from pipeline.models import architecture, kv_layout
+from pipeline.planning import geometry
 from pipeline.planning.gpus import Hardware
 from pipeline.quantize import plan as quantize_plan
 
@@ -61,20 +62,19 @@ def footprint(config: dict, recipe=None) -> Footprint:
     for expert in (True, False):
         q_params, q_bytes = quantized.get(expert, (0, 0.0))
         stored[expert] = (params[expert] - q_params) * 2 + q_bytes
-    embedding = config["vocab_size"] * config["hidden_size"]
-    small = architecture.other_params(config) - embedding  # norms, biases
-    heads = config["num_attention_heads"]
-    attention = 4 * heads * _qk_dim(config) * config["num_hidden_layers"]
+    g = geometry.of(config)
+    small = architecture.other_params(config) - g.vocab * g.hidden  # norms, biases (no embedding)
+    attention = 4 * g.heads * g.attention_dim * g.layers  # MLA attends in its latent
     return Footprint(
         dense_bytes=stored[False] + small * 2,
         expert_bytes=stored[True],
         dense_params=params[False],
         expert_params=params[True],
-        experts=architecture.experts(config),
-        active_experts=int(config.get("num_experts_per_tok") or 0),
+        experts=g.experts,
+        active_experts=g.active_experts,
         attention_flops=attention,
-        hidden=config["hidden_size"],
-        layers=config["num_hidden_layers"],
+        hidden=g.hidden,
+        layers=g.layers,
         compute=compute_format(recipe),
     )
 
@@ -190,12 +190,6 @@ def _kv_sequence(config: dict, kv_dtype: str, tokens: int, tp: int) -> int:
     """Bytes of the KV a sequence reads: its tokens, not the blocks they are stored in."""
     size = capacity.element_bytes(kv_dtype)
     return kv_layout.bytes_per_sequence(config, size, tokens, tokens, tp, block=1)
-
-
-def _qk_dim(config: dict) -> int:
-    if config.get("kv_lora_rank"):  # MLA attends in its latent: rank + rotary dims
-        return int(config["kv_lora_rank"]) + int(config["qk_rope_head_dim"])
-    return architecture.head_dim(config)
 
 
 def _is_expert(lin: architecture.Linear) -> bool:

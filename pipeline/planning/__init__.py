@@ -1,3 +1,4 @@
-"""Parallel sizes and placement, decided in one place: the tensor-parallel sizes vLLM accepts
-for a model (parallel.py), originals as they ship (shipped.py), and where a paired serve's sides
-run on the GPUs this process sees (placement.py; the GPUs themselves: core/devices.py)."""
+"""Parallel sizes and placement, decided in one place: a model's geometry read once from its
+config (geometry.py), the tensor-parallel sizes vLLM accepts for it (parallel.py), originals as
+they ship (shipped.py), the GPU table (gpus.py), and where a paired serve's sides run on the GPUs
+this process sees (placement.py; the GPUs themselves: core/devices.py)."""

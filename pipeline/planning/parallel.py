@@ -7,17 +7,13 @@ attention (MLA) keeps one latent KV per rank (`get_num_kv_heads` returns 1): onl
 count.
 """
 
-
-def kv_heads(config: dict) -> int:
-    """The KV heads vLLM splits across ranks (MLA: 1, its latent replicated on every rank)."""
-    if "kv_lora_rank" in config:
-        return 1
-    return int(config.get("num_key_value_heads") or config["num_attention_heads"])
+from pipeline.planning import geometry
 
 
 def tp_refusal(tp: int, config: dict) -> str | None:
     """Why vLLM refuses this TP for the model (None: it accepts it)."""
-    heads, kv = int(config["num_attention_heads"]), kv_heads(config)
+    g = geometry.of(config)
+    heads, kv = g.heads, g.kv_heads
     if heads % tp:
         return f"its {heads} attention heads do not divide by {tp}"
     if tp >= kv and tp % kv:

@@ -30,7 +30,7 @@ from pipeline.core.errors import ServerError, UserError
 from pipeline.core.files import sha256_json, staging_dir, waiting_lock, write_json_atomic
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
-from pipeline.planning import parallel, shipped
+from pipeline.planning import geometry, parallel
 from pipeline.planning.placement import Placement, SidePlace
 from pipeline.quantize.stage import QuantizeStage
 from pipeline.serve import cost, server, slo
@@ -202,7 +202,7 @@ class ServeStage(AfterQuantize):
 
         config = self.quantize.config
         sides = (
-            ("original", base, shipped.original_bytes(config), "auto"),
+            ("original", base, geometry.of(config).original_bytes, "auto"),
             (
                 "quantized",
                 mine,
@@ -259,7 +259,7 @@ def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Place
     given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set | set(overrides)
     users, context = max(settings.concurrency), settings.input_len + settings.output_len
     sides = [
-        sizing.ServeSide("original", "original", shipped.original_bytes(q.config), "auto"),
+        sizing.ServeSide("original", "original", geometry.of(q.config).original_bytes, "auto"),
         sizing.ServeSide(
             "quantized",
             q.recipe.name,
@@ -303,7 +303,7 @@ def check_fit(settings: ServeSettings, config: dict) -> None:
             f"tensor_parallel_size {tp}: vLLM refuses it for this model: {why} "
             f"(valid within a node: {', '.join(map(str, valid))})"
         )
-    longest = config.get("max_position_embeddings")
+    longest = geometry.of(config).max_position if config.get("num_attention_heads") else None
     if settings.max_model_len and longest and settings.max_model_len > longest:
         raise UserError(
             f"max_model_len {settings.max_model_len:,} is longer than the model's "

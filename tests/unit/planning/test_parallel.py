@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from pipeline import capacity
 from pipeline.models import aliases, architecture
 from pipeline.models.zoo import FAMILIES, shrunk_config
-from pipeline.planning import parallel
+from pipeline.planning import geometry, parallel
 
 
 def _config(alias: str) -> dict:
@@ -17,13 +17,14 @@ def _config(alias: str) -> dict:
 
 def test_heads_and_kv_heads_decide_the_sizes():
     assert parallel.tensor_parallel_sizes(_config("llama3-70b"), 8) == [1, 2, 4, 8]
-    qwen = {"num_attention_heads": 28, "num_key_value_heads": 4}  # Qwen2.5-7B's attention
+    qwen = _config("qwen2.5-7b")  # 28 heads, 4 KV heads
     assert "not a multiple of its 4 KV heads" in parallel.tp_refusal(7, qwen)
     assert parallel.tensor_parallel_sizes(qwen, 8) == [1, 2, 4]
-    odd = {"num_attention_heads": 24, "num_key_value_heads": 8}
+    odd = {**_config("llama3-8b"), "num_attention_heads": 24, "num_key_value_heads": 8}
     assert "8 KV heads do not divide by 6" in parallel.tp_refusal(6, odd)
     mla = _config("deepseek-v2-lite")  # latent attention: one latent per rank, heads only
-    assert parallel.kv_heads(mla) == 1 and parallel.tensor_parallel_sizes(mla, 8) == [1, 2, 4, 8]
+    assert geometry.of(mla).kv_heads == 1
+    assert parallel.tensor_parallel_sizes(mla, 8) == [1, 2, 4, 8]
 
 
 CONFIGS = [_config(a) for a in aliases.ALIASES] + [shrunk_config(a) for a in FAMILIES]
