@@ -20,6 +20,7 @@ The modes, the first that holds:
 A serve spanning nodes is refused: the pipeline starts its servers on this node.
 """
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -167,16 +168,20 @@ def _shared(needs: list[Need], gpus: list[Gpu], utilization: float) -> Placement
     tp = _tp(needs)
     memory = min(g.memory_bytes for g in gpus[:tp])
     fractions = [n.bytes_per_gpu(tp) / memory for n in needs]
-    least = [_ceil(f) for f in fractions]  # in hundredths, as the flag is written
-    if sum(least) > utilization + 1e-9:
+    # in whole hundredths, as the flag is written: each at least its need, together at most
+    # the utilization (exact integers: float hundredths can sum past it)
+    budget = int(utilization * 100 + 1e-9)
+    least = [math.ceil(f * 100 - 1e-9) for f in fractions]
+    if sum(least) > budget:
         return None
-    if max(least) <= _floor(utilization / len(needs)):
-        shares = [_floor(utilization / len(needs))] * len(needs)
+    if max(least) <= budget // len(needs):
+        hundredths = [budget // len(needs)] * len(needs)
         how = "equal shares"
     else:  # each its need, and the rest in proportion to it
-        slack = utilization - sum(least)
-        shares = [round(x + _floor(slack * x / sum(least)), 2) for x in least]
+        slack = budget - sum(least)
+        hundredths = [x + slack * x // sum(least) for x in least]
         how = "shares in proportion to what each holds (KV capacity compared at unequal budgets)"
+    shares = [h / 100 for h in hundredths]
     sides = tuple(
         SidePlace(n.key, n.label, tuple(gpus[:tp]), tp, share)
         for n, share in zip(needs, shares, strict=True)
@@ -193,11 +198,3 @@ def _shared(needs: list[Need], gpus: list[Gpu], utilization: float) -> Placement
 
 def _tp(needs: list[Need]) -> int:
     return max(n.gpu_count for n in needs)
-
-
-def _floor(share: float) -> float:
-    return int(share * 100 + 1e-9) / 100
-
-
-def _ceil(share: float) -> float:
-    return -int(-share * 100 // 1) / 100

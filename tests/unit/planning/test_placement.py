@@ -84,7 +84,7 @@ def test_one_h100_shares_its_memory_between_8b_sides(monkeypatch):
     standin(monkeypatch, "h100x1")
     p = placed(LLAMA_8B)
     assert p.mode == "shared" and p.paired and p.start_in_turn
-    assert sum(s.memory_share for s in p.sides) <= placement.UTILIZATION
+    assert sum(round(s.memory_share * 100) for s in p.sides) <= 90
     assert p.side("original").memory_share == p.side("quantized").memory_share == 0.45
     for side in p.sides:
         assert launched(side).env["CUDA_VISIBLE_DEVICES"] == "0"
@@ -154,7 +154,8 @@ def test_every_placement_keeps_vllms_rules(gpu_count, tps, held, utilization):
         a, b = (set(s.gpus) for s in p.sides)
         assert not a & b
     elif p.mode == "shared":
-        assert sum(s.memory_share for s in p.sides) <= utilization
+        # in the flag's hundredths (exact: float hundredths may sum a hair past it)
+        assert sum(round(s.memory_share * 100) for s in p.sides) <= round(utilization * 100)
         for side, need in zip(p.sides, needs, strict=True):  # each holds what it needs
             assert side.memory_share * 80 * GIB >= need.bytes_per_gpu(len(side.gpus)) * 0.99
     else:
