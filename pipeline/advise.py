@@ -15,13 +15,12 @@ Quality not measured is "not evaluated", never a guess.
 
 from dataclasses import asdict, dataclass, field
 
-from pipeline import capacity
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.rundir import RunDir
 from pipeline.perf import bound, prices
-from pipeline.planning import geometry, parallel
-from pipeline.planning.gpus import Hardware
-from pipeline.quantize.plan import artifact_bytes
+from pipeline.planning import deployment, geometry, parallel
+from pipeline.planning.gpus import GPUS_PER_NODE, MAX_NODES, Hardware, Inventory
+from pipeline.planning.weights import artifact_bytes
 
 KV_DTYPES = ("auto", "fp8")
 # what a card's deployment table and `make advise` assume unless told: the README's headline
@@ -60,7 +59,13 @@ class Ask:
     slo_itl_ms: float | None = None
     max_kl: float | None = None
     utilization: float = GPU_MEMORY_UTILIZATION
-    overhead_gib: float = capacity.OVERHEAD_GIB
+    overhead_gib: float = deployment.OVERHEAD_GIB
+
+    def load(self, weights: int, kv_dtype: str) -> deployment.Load:
+        return deployment.Load(weights, kv_dtype, self.users, self.context)
+
+    def budget(self) -> deployment.Budget:
+        return deployment.Budget(self.utilization, int(self.overhead_gib * 2**30))
 
 
 def advise(
@@ -105,10 +110,7 @@ def _best(model_name, config, recipe, hw, price, ask) -> Row:
 def _deployment(name, config, fp, weights, kv, tp, pp, hw, price, ask) -> Row:
     decode = bound.decode(config, fp, hw, ask.users, ask.context, kv, tp, pp)
     prefill = bound.prefill(config, fp, hw, 1, ask.context, kv, tp, pp)
-    if pp > 1:  # the planner's own multi-node row (its KV split per stage)
-        row_plan = _plan_row(config, name, weights, kv, ask, hw.memory_bytes, None)
-    else:
-        row_plan = _plan_row(config, name, weights, kv, ask, hw.memory_bytes, tp)
+    planned = deployment.at(config, ask.load(weights, kv), _inventory(hw), tp, pp, ask.budget())
     gpus = tp * pp
     tokens_s = ask.users / decode.seconds
     row = Row(
@@ -116,7 +118,7 @@ def _deployment(name, config, fp, weights, kv, tp, pp, hw, price, ask) -> Row:
         kv_dtype=kv,
         gpus=gpus,
         pipeline_stages=pp,
-        max_users=row_plan.max_users,
+        max_users=planned.max_users,
         weights_bytes=weights,
         compute=decode.compute,
         itl_ms=decode.seconds * 1e3,
@@ -140,34 +142,21 @@ def _cheapest(rows: list[Row]) -> Row | None:
 def _layouts(config, weights, kv, hw, ask) -> list[tuple[int, int]]:
     """(TP, PP): the fewest GPUs that hold the weights and USERS × CONTEXT of KV, and wider
     TPs within a node; beyond a node, the planner's TP × PP alone."""
-    row = _plan_row(config, "", weights, kv, ask, hw.memory_bytes, None)
-    if row.gpus is None:
+    gpus = _inventory(hw)
+    fewest = deployment.fewest(config, ask.load(weights, kv), gpus, ask.budget())
+    if fewest is None:
         return []
+    tp, pp = fewest.tensor_parallel_size, fewest.pipeline_parallel_size
     if not hw.link_bytes_s:  # a CPU host: one engine
-        return [(1, 1)] if row.gpus == 1 else []
-    if row.pp > 1:
-        return [(row.tp, row.pp)]
-    widest = min(capacity.GPUS_PER_NODE, row.gpus * WIDEST)
-    sizes = parallel.tensor_parallel_sizes(config, widest)
-    return [(tp, 1) for tp in sizes if tp >= row.gpus]
+        return [(1, 1)] if fewest.gpus == 1 else []
+    if pp > 1:
+        return [(tp, pp)]
+    sizes = parallel.tensor_parallel_sizes(config, min(gpus.per_node, tp * WIDEST))
+    return [(size, 1) for size in sizes if size >= tp]
 
 
-def _plan_row(config, name, weights, kv, ask, gpu_bytes, tp) -> capacity.Row:
-    """The planner's row; with `tp`, its users at exactly that size."""
-    overhead = int(ask.overhead_gib * capacity.GIB)
-    scheduled = capacity.scheduled_tokens("", gpu_bytes)
-    if tp is None:
-        return capacity.plan_row(
-            config, name, weights, kv, ask.users, ask.context, gpu_bytes, ask.utilization,
-            overhead, scheduled,
-        )  # fmt: skip
-    room = gpu_bytes * ask.utilization - overhead - weights / tp
-    size = capacity.element_bytes(kv)
-    from pipeline.models import kv_layout
-
-    sequence = kv_layout.bytes_per_sequence(config, size, ask.context, scheduled, tp)
-    users = int(room // sequence) if room > 0 else 0
-    return capacity.Row(name, kv, weights, 0, 0, tp, users, int(room * tp))
+def _inventory(hw: Hardware) -> Inventory:
+    return Inventory(hw)  # nodes of GPUS_PER_NODE, up to MAX_NODES of them
 
 
 def _meets(ttft_ms: float | None, itl_ms: float | None, ask: Ask) -> bool | None:
@@ -184,8 +173,8 @@ def _meets(ttft_ms: float | None, itl_ms: float | None, ask: Ask) -> bool | None
 def _rejected(row: Row, ask: Ask) -> str | None:
     if row.gpus is None:
         return (
-            f"does not fit {ask.users} × {ask.context:,} tokens on {capacity.MAX_NODES} nodes "
-            f"of {capacity.GPUS_PER_NODE} GPUs"
+            f"does not fit {ask.users} × {ask.context:,} tokens on {MAX_NODES} nodes "
+            f"of {GPUS_PER_NODE} GPUs"
         )
     if row.meets_slo is False:
         return "misses the SLO"

@@ -3,8 +3,8 @@
 Per stage: where it runs (host, GPUs, tensor parallel per side), its memory (CPU RAM peak,
 per-GPU), the files it writes or downloads with their sizes, and a time estimate with how it
 was derived. It composes the per-stage plans rather than repeating their arithmetic:
-quantize's from pipeline/quantize/plan.py (via the stage), engines from pipeline/sizing.py
-(the capacity planner's). What this host cannot do — an engine larger than its GPUs, disk
+quantize's from pipeline/quantize/plan.py (via the stage), the engines from
+pipeline/planning/engines.py (the deployment planner's). What this host cannot do — an engine larger than its GPUs, disk
 short of what the chain writes — is listed under `refusals`; the command then exits 4 before
 any download or load.
 
@@ -19,11 +19,10 @@ import json
 import shutil
 from pathlib import Path
 
-from pipeline import sizing
 from pipeline.core import environment
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.paths import runs_root
-from pipeline.planning import geometry
+from pipeline.planning import engines, geometry
 from pipeline.quantize import memory
 
 GIB = 2**30
@@ -118,7 +117,7 @@ def _engines(config, sides: dict, gpus, users: int, context: int, refusals: list
     for side, weights in sides.items():
         on_gpus = _on_gpus(config, weights, users, context, side)
         try:
-            engine = sizing.engine(config, weights, gpus, users, context, side)
+            engine = engines.engine(config, weights, gpus, users, context, side)
         except NotOnThisHost as e:
             refusals.append(str(e))
             found[side] = {"refused": str(e), "on_gpus": on_gpus}
@@ -143,16 +142,16 @@ def _engines(config, sides: dict, gpus, users: int, context: int, refusals: list
 
 
 def _on_gpus(config: dict, weights: int, users: int, context: int, side: str) -> dict:
-    """What REFERENCE_GPU GPUs would need (the capacity planner's row, nodes of 8):
-    tensor_parallel_size is the GPU count, TP × PP (None: more than capacity.MAX_TP)."""
-    from pipeline import capacity
+    """What REFERENCE_GPU GPUs would need (the deployment planner, nodes of 8):
+    tensor_parallel_size is the GPU count, TP × PP (None: more than 8 nodes hold)."""
+    from pipeline.planning import deployment, gpus
 
-    gpu = capacity.GPUS[REFERENCE_GPU]
-    row = capacity.plan_row(
-        config, side, weights, "auto", users, context, gpu, sizing.UTILIZATION,
-        int(capacity.OVERHEAD_GIB * GIB), capacity.scheduled_tokens(REFERENCE_GPU, gpu),
-    )  # fmt: skip
-    return {"gpu": REFERENCE_GPU, "tensor_parallel_size": row.gpus, "tp": row.tp, "pp": row.pp}
+    load = deployment.Load(weights, "auto", users, context)
+    found = deployment.fewest(config, load, gpus.named(REFERENCE_GPU))
+    if found is None:
+        return {"gpu": REFERENCE_GPU, "tensor_parallel_size": None, "tp": None, "pp": None}
+    tp, pp = found.tensor_parallel_size, found.pipeline_parallel_size
+    return {"gpu": REFERENCE_GPU, "tensor_parallel_size": found.gpus, "tp": tp, "pp": pp}
 
 
 def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dict:
@@ -227,11 +226,11 @@ def _placement(q, original: int, artifact: int, users: int, context: int, refusa
     s = q.recipe.spec.serve
     given = "tensor_parallel_size" in s.model_fields_set
     sides = [
-        sizing.ServeSide("original", "original", original, "auto"),
-        sizing.ServeSide("quantized", q.recipe.name, artifact, s.kv_cache_dtype),
+        engines.ServeSide("original", "original", original, "auto"),
+        engines.ServeSide("quantized", q.recipe.name, artifact, s.kv_cache_dtype),
     ]
     try:
-        placed = sizing.serve_placement(
+        placed = engines.serve_placement(
             q.config, sides, gpus, users, context, s.tensor_parallel_size if given else None,
             s.gpu_memory_utilization, s.pipeline_parallel_size, together=s.original == "paired",
         )  # fmt: skip

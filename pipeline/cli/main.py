@@ -485,32 +485,28 @@ def cmd_plan(args) -> Outcome:
     from pipeline.config import flags, recipe
     from pipeline.config.strict import validated
     from pipeline.models import aliases, kv_layout
+    from pipeline.planning.deployment import Budget
+    from pipeline.planning.gpus import named
 
     settings = validated(PlanSettings, flags.overrides(args, PlanSettings), "plan settings")
     ref = aliases.resolve(args.model)
     config = aliases.load_config(ref)
     recipes = [recipe.load(name) for name in (args.recipe or recipe.shipped())]
-    gpu = capacity.gpu_bytes(args.gpu)
-    scheduled = settings.max_num_batched_tokens or capacity.scheduled_tokens(args.gpu, gpu)
-    utilization, overhead = settings.gpu_memory_utilization, settings.overhead_gib
-    rows = capacity.plan(
-        config,
-        recipes,
-        args.kv_dtype or ["auto", "fp8"],
-        settings.users,
-        settings.context,
-        gpu,
-        utilization,
-        overhead,
-        scheduled,
+    gpus = named(args.gpu, settings.gpus_per_node)
+    budget = Budget(
+        settings.gpu_memory_utilization,
+        int(settings.overhead_gib * 2**30),
+        settings.max_num_batched_tokens,
     )
+    kv_dtypes = args.kv_dtype or ["auto", "fp8"]
+    rows = capacity.plan(config, recipes, kv_dtypes, settings.users, settings.context, gpus, budget)
     if args.json:
-        table = {"model": ref.name, "gpu": args.gpu, "gpu_bytes": gpu}
+        table = {"model": ref.name, "gpu": args.gpu, "gpu_bytes": gpus.memory_bytes}
         table["kv_layout"] = kv_layout.describe(config)
         print(json.dumps({**table, "rows": capacity.as_json(rows)}, indent=2))
     else:
-        print(capacity.describe(ref.name, config, utilization, overhead, scheduled))
-        print(capacity.render(rows, settings.users, settings.context, args.gpu))
+        print(capacity.describe(ref.name, config, gpus, budget))
+        print(capacity.render(rows, settings.users, settings.context, gpus))
     return _ok("plan", model=ref.name)
 
 

@@ -16,6 +16,9 @@ class PlanSettings(Strict):
     overhead_gib: float = Field(
         2.0, ge=0, le=2**20, description="per GPU: activations, graphs, NCCL"
     )
+    gpus_per_node: int = Field(
+        8, ge=1, le=64, description="tensor parallel within a node, pipeline stages across"
+    )
     max_num_batched_tokens: int | None = Field(
         None, gt=0, description="as given to vllm serve (None: vLLM's for the GPU)"
     )

@@ -28,7 +28,8 @@ from pipeline.core.errors import UserError
 from pipeline.core.rundir import RunDir
 from pipeline.external import formats, match, source
 from pipeline.models import aliases
-from pipeline.quantize import plan, verify
+from pipeline.planning.weights import artifact_bytes
+from pipeline.quantize import verify
 from pipeline.quantize.stage import QuantizeStage
 
 FOLDER = "external"
@@ -87,7 +88,7 @@ class ImportStage(QuantizeStage):
     def plan(self) -> dict:
         """What `quantize --import … --dry-run` prints: decided from configs alone."""
         scheme = self.recipe.scheme()
-        ideal = plan.artifact_bytes(self.recipe, self.config)
+        ideal = artifact_bytes(self.recipe, self.config)
         return {
             "import": self.external.given,
             "run_dir": str(self.rundir.path),
@@ -161,7 +162,7 @@ class ImportStage(QuantizeStage):
             metrics["tensor_bytes"] = served
             metrics["ratio_to_bf16"] = round(served / metrics["bf16_bytes"], 4)
             metrics["ratio_to_theoretical"] = round(served / metrics["theoretical_bytes"], 4)
-            ideal = plan.artifact_bytes(self.recipe, self.config)
+            ideal = artifact_bytes(self.recipe, self.config)
             metrics["ideal_bytes"] = ideal
             metrics["ratio_to_ideal"] = round(served / ideal, 4)
             if fmt.hf:

@@ -21,11 +21,10 @@ compute in 16 bits. A bound is what no engine beats: measured ÷ bound says how 
 
 from dataclasses import asdict, dataclass
 
-from pipeline import capacity
 from pipeline.models import architecture, kv_layout
-from pipeline.planning import geometry
+from pipeline.planning import geometry, kv_cache
+from pipeline.planning import weights as recipe_weights
 from pipeline.planning.gpus import Hardware
-from pipeline.quantize import plan as quantize_plan
 
 ACTIVATION_BYTES = 2  # hidden states cross the link in 16 bits
 
@@ -49,11 +48,11 @@ class Footprint:
 def footprint(config: dict, recipe=None) -> Footprint:
     """`recipe` None: the original, 16-bit."""
     quantized = {}
-    for lin, scheme in quantize_plan.assigned(recipe, config) if recipe else []:
+    for lin, scheme in recipe_weights.assigned(recipe, config) if recipe else []:
         params, size = quantized.get(_is_expert(lin), (0, 0.0))
         quantized[_is_expert(lin)] = (
             params + lin.params,
-            size + quantize_plan.linear_bytes(lin, scheme),
+            size + recipe_weights.linear_bytes(lin, scheme),
         )
     params = {True: 0, False: 0}
     for lin in architecture.linears(config):
@@ -188,7 +187,7 @@ def _doubling(most: int):
 
 def _kv_sequence(config: dict, kv_dtype: str, tokens: int, tp: int) -> int:
     """Bytes of the KV a sequence reads: its tokens, not the blocks they are stored in."""
-    size = capacity.element_bytes(kv_dtype)
+    size = kv_cache.element_bytes(kv_dtype)
     return kv_layout.bytes_per_sequence(config, size, tokens, tokens, tp, block=1)
 
 

@@ -21,6 +21,7 @@ from pipeline.planning import shipped
 class Geometry:
     layers: int
     hidden: int
+    intermediate: int  # the dense MLP's width (an MoE's dense layers; its experts are narrower)
     heads: int  # attention (query) heads
     kv_heads: int  # as vLLM splits them across TP ranks (latent attention: 1, replicated)
     latent_attention: bool  # DeepSeek's MLA: one compressed latent instead of K and V heads
@@ -55,6 +56,7 @@ def _of(text: str) -> Geometry:
     return Geometry(
         layers=int(config["num_hidden_layers"]),
         hidden=int(config["hidden_size"]),
+        intermediate=int(config.get("intermediate_size") or 4 * int(config["hidden_size"])),
         heads=heads,
         kv_heads=kv_heads,
         latent_attention=latent,

@@ -9,10 +9,17 @@ bandwidth per GPU between nodes (NICS below: the vendors' reference 8-GPU server
 pipeline stage's hidden states cross to the next node.
 """
 
+import re
 from dataclasses import dataclass, replace
 
+from pipeline.core.errors import UserError
+from pipeline.planning import kv_cache
+
 MIB = 2**20
+GIB = 2**30
 TB = 10**12
+GPUS_PER_NODE = 8  # vLLM's guidance: tensor parallel within a node, pipeline stages across nodes
+MAX_NODES = 8  # the most nodes a plan proposes
 
 
 @dataclass(frozen=True)
@@ -161,8 +168,6 @@ def find(name: str) -> Hardware | None:
 def match(line: str) -> Hardware | None:
     """The spec of a GPU as environment.gpus() lists it ("NVIDIA H100 80GB HBM3, 81559 MiB"):
     the same family and form factor, memory within 5%."""
-    import re
-
     text = line.lower()
     found = re.search(r"([\d.]+)\s*mib", text)
     memory = float(found[1]) * MIB if found else None
@@ -173,3 +178,66 @@ def match(line: str) -> Hardware | None:
         if memory is None or abs(memory - spec.memory_bytes) <= 0.05 * spec.memory_bytes:
             return spec
     return None
+
+
+def sized(memory_bytes: int, name: str = "") -> Hardware:
+    """A GPU known by its memory alone (no bandwidth or peaks: it is priced by nothing)."""
+    label = name or f"{memory_bytes / GIB:g}GiB"
+    return Hardware(label, memory_bytes, 0.0, {"bf16": 0.0}, 0.0, "its memory alone")
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The GPUs a deployment may take: one type (memory, link between GPUs, NIC between nodes),
+    so many to a node, so many nodes."""
+
+    hardware: Hardware
+    per_node: int = GPUS_PER_NODE
+    nodes: int = MAX_NODES
+
+    @property
+    def name(self) -> str:
+        return self.hardware.name
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.hardware.memory_bytes
+
+    @property
+    def count(self) -> int:
+        return self.per_node * self.nodes
+
+    @property
+    def scheduled_tokens(self) -> int:
+        """vLLM's default max_num_batched_tokens on this GPU."""
+        return kv_cache.scheduled_tokens(self.name, self.memory_bytes)
+
+
+def named(text: str, per_node: int = GPUS_PER_NODE, nodes: int = MAX_NODES) -> Inventory:
+    """A known GPU type (A100-80GB, H100-80GB, …) or a size: '24GiB', '48GB', '80'."""
+    if known := find(text):
+        return Inventory(known, per_node, nodes)
+    value = text.strip().lower()
+    for suffix, unit in (("gib", GIB), ("gb", 10**9), ("", GIB)):
+        if value.endswith(suffix):
+            try:
+                size = float(value.removesuffix(suffix) if suffix else value)
+            except ValueError:
+                continue
+            if 0 < size < 2**20:  # up to a PiB-sized GPU: not inf, not nan
+                return Inventory(sized(int(size * unit), text.strip()), per_node, nodes)
+    raise UserError(f"unknown GPU '{text}'; known: {', '.join(SPECS)}, or a size like 24GiB")
+
+
+def this_node(lines: list[str]) -> Inventory | None:
+    """The GPUs this process sees ("NVIDIA H100 80GB HBM3, 81559 MiB" each), as one node of the
+    smallest of them (None: no GPU)."""
+    if not lines:
+        return None
+    sizes = [int(float(m[1]) * MIB) for x in lines if (m := re.search(r"([\d.]+)\s*MiB", x))]
+    if not sizes:  # a listing without memory: assume the reference GPU
+        return Inventory(SPECS["H100-80GB"], len(lines), 1)
+    smallest = min(range(len(sizes)), key=sizes.__getitem__)
+    spec = match(lines[smallest])
+    hardware = replace(spec, memory_bytes=sizes[smallest]) if spec else sized(sizes[smallest])
+    return Inventory(hardware, len(lines), 1)

@@ -18,7 +18,7 @@ def original_bytes(config: dict) -> int:
     """The bytes of weights vLLM loads for the original."""
     if fp8_blocks(config):
         from pipeline.config import recipe
-        from pipeline.quantize.plan import artifact_bytes
+        from pipeline.planning.weights import artifact_bytes
 
         # the shipped fp8-block recipe: FP8 Linears in 128 × 128 blocks, lm_head in 16 bits
         return artifact_bytes(recipe.load("fp8-block"), config)

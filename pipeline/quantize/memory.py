@@ -22,6 +22,7 @@ a 8B one in 5 GB shards does.
 """
 
 from pipeline.models import architecture
+from pipeline.planning import geometry
 
 GIB = 2**30
 # measured (2026-12-01, CPU host): a tiny model's whole quantize process peaks at 0.60 GiB; at
@@ -62,7 +63,8 @@ def calibration_bytes(config: dict, samples: int, seq: int, gptq: bool, on_gpu: 
     """The calibrating terms of `peak_cpu_bytes` (empty for a data-free recipe)."""
     if not samples:
         return {}
-    hidden = config["hidden_size"]
+    g = geometry.of(config)
+    hidden = g.hidden
     width = 2 if on_gpu else 4
     found = {"cached layer inputs and outputs": 2 * samples * seq * hidden * width}
     if not on_gpu:
@@ -75,5 +77,5 @@ def calibration_bytes(config: dict, samples: int, seq: int, gptq: bool, on_gpu: 
             found["GPTQ Hessians of one layer"] = sum(
                 lin.in_features**2 * 4 * n for lin, n in layer
             )
-        found["one sample's activations"] = seq * max(hidden, config["intermediate_size"]) * 4 * 4
+        found["one sample's activations"] = seq * max(hidden, g.intermediate) * 4 * 4
     return found

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pipeline.config.recipe import RecipeFile
+from pipeline.planning.weights import matches
 from pipeline.quantize import plan
 
 _EXPERT = re.compile(r"\.experts\.\d+\.")
@@ -74,14 +75,14 @@ def derived_ignore(model_path: Path, recipe: RecipeFile) -> list[str]:
         module, _, param = name.rpartition(".")
         if param != "weight" or len(info.shape) != 2 or module.endswith("norm"):
             continue
-        if plan._ignored(module, ignore) or _is_router(module):
+        if matches(module, ignore) or _is_router(module):
             names.add(module)
         elif not (module in linears or _EXPERT.search(module)):
             # embeddings, other non-Linear 2-D weights, and names this transformers does not
             # know: oneshot sees no Linear there (a Linear, or one expert of a linearized MoE,
             # is quantized by both)
             names.add(module)
-    extra = [n for n in sorted(names) if not plan._ignored(n, ignore)]
+    extra = [n for n in sorted(names) if not matches(n, ignore)]
     return [*ignore, *extra]
 
 

@@ -12,13 +12,12 @@ llm-compressor's sequential pipeline keeps the model in CPU RAM and onloads one 
 at a time to the GPU, which is how a 70B model is calibrated on one 80 GB GPU.
 """
 
-from dataclasses import replace
-
 from pipeline.config.recipe import RecipeFile
-from pipeline.config.schemes import Scheme
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError
 from pipeline.models import architecture
+from pipeline.planning import geometry
+from pipeline.planning.weights import artifact_bytes, targeted
 
 GIB = 2**30
 _CALIBRATING = {"GPTQModifier", "AWQModifier", "SmoothQuantModifier", "AutoRoundModifier"}
@@ -40,31 +39,6 @@ def needs_calibration(recipe: RecipeFile) -> bool:
     return False
 
 
-def targeted(recipe: RecipeFile, config: dict) -> list[architecture.Linear]:
-    """The Linears a recipe quantizes. MoE routers never are: llm-compressor leaves them (and
-    transformers 5 does not make them Linears), and vLLM runs them in 16 bits."""
-    ignored = recipe.ignored()
-    return [
-        lin
-        for lin in architecture.linears(config)
-        if not _ignored(lin.name, ignored) and not architecture.is_router(lin)
-    ]
-
-
-def _ignored(name: str, patterns: list[str], class_name: str | None = None) -> bool:
-    """Does llm-compressor's target / ignore list match this module? (its class name too)"""
-    import re
-
-    for pattern in patterns:
-        if pattern == class_name:
-            return True
-        if pattern.startswith("re:") and re.search(pattern[3:], name):
-            return True
-        if name == pattern or name.endswith("." + pattern):
-            return True
-    return False
-
-
 def check_fit(recipe: RecipeFile, config: dict, model_name: str) -> None:
     """Refuse, before loading weights, a scheme whose group size does not divide a Linear."""
     scheme = recipe.scheme()
@@ -77,60 +51,6 @@ def check_fit(recipe: RecipeFile, config: dict, model_name: str) -> None:
                 f"{model_name} {lin.name}.in_features={lin.in_features}; choose a group size "
                 f"that divides it or add '{lin.name.split('.')[-1]}' to ignore"
             )
-
-
-def assigned(recipe: RecipeFile, config: dict) -> list[tuple[architecture.Linear, Scheme]]:
-    """Each quantized Linear with its scheme. A mixed-precision recipe (several config groups,
-    targets by layer) has its Linears split per decoder layer, named as in the checkpoint."""
-    found = recipe.schemes()
-    if len(found) <= 1:
-        return [(lin, s) for s, _ in found for lin in targeted(recipe, config)]
-    pairs = []
-    ignored, layers = recipe.ignored(), config["num_hidden_layers"]
-    for lin in architecture.linears(config):
-        if architecture.is_router(lin) or lin.name == "lm_head":
-            continue  # an LM head in a mixed recipe: not yet planned (none is generated)
-        one = replace(lin, count=max(1, lin.count // layers))
-        for name in (f"model.layers.{i}.{lin.name}" for i in range(layers)):
-            scheme = next((s for s, targets in found if _ignored(name, targets, "Linear")), None)
-            if scheme and not _ignored(name, ignored):
-                pairs.append((one, scheme))
-    return pairs
-
-
-def artifact_bytes(recipe: RecipeFile, config: dict, scales: bool = True) -> int:
-    """The artifact's tensor bytes: quantized weights at their bits (+ their scales, zero points
-    and global scales), everything else 16-bit."""
-    pairs = assigned(recipe, config)
-    qparams = sum(lin.params for lin, _ in pairs)
-    total = architecture.total_params(config)
-    quantized = sum(linear_bytes(lin, s, scales) for lin, s in pairs)
-    return int(quantized + (total - qparams) * 2)
-
-
-def linear_bytes(lin: architecture.Linear, scheme: Scheme, scales: bool = True) -> float:
-    """One quantized Linear's stored bytes: weights at their bits, + scales and zero points."""
-    return lin.params * scheme.weight_bits / 8 + (_scale_bytes(lin, scheme) if scales else 0)
-
-
-def bits_per_weight(recipe: RecipeFile, config: dict) -> float:
-    """Average bits per weight of the decoder's Linears, scales included (16-bit ones count 16;
-    embeddings and the LM head are left out: every recipe keeps them 16-bit)."""
-    pairs = [(lin, s) for lin, s in assigned(recipe, config) if lin.name != "lm_head"]
-    params = sum(
-        lin.params
-        for lin in architecture.linears(config)
-        if lin.name != "lm_head" and not architecture.is_router(lin)
-    )
-    qparams = sum(lin.params for lin, _ in pairs)
-    quantized = sum(lin.params * s.weight_bits + _scale_bytes(lin, s) * 8 for lin, s in pairs)
-    return (quantized + (params - qparams) * 16) / params
-
-
-def _scale_bytes(lin: architecture.Linear, scheme: Scheme) -> float:
-    scales = scheme.scale_count(lin.out_features, lin.in_features) * lin.count
-    zero_points = 0 if scheme.symmetric else scales * scheme.weight_bits / 8
-    return scales * scheme.scale_bytes + zero_points + scheme.global_scales * 4 * lin.count
 
 
 def build(
@@ -156,7 +76,7 @@ def build(
                 "in_vllm_estimate": artifact_bytes(recipe, config),
             },
         }
-    hidden = config["hidden_size"]
+    g = geometry.of(config)
     needs_data = needs_calibration(recipe)
     layer_bytes = architecture.decoder_layer_params(config) * 2
     uses_gptq = any(name == "GPTQModifier" for name, _ in recipe.modifiers())
@@ -168,7 +88,7 @@ def build(
     hessians = hessians if uses_gptq else 0
     seq = calibration.get("max_seq_length", 0)
     samples = calibration.get("samples", 0)
-    acts = seq * max(hidden, config["intermediate_size"]) * 2 * 4
+    acts = seq * max(g.hidden, g.intermediate) * 2 * 4
     scheme = recipe.scheme()
     artifact = artifact_bytes(recipe, config)
     on_gpu = bool(gpus)
@@ -189,15 +109,13 @@ def build(
         },
         "architecture": {
             "params": params,
-            "layers": config["num_hidden_layers"],
-            "hidden_size": hidden,
-            "attention_heads": config["num_attention_heads"],
-            "kv_heads": config.get("num_key_value_heads"),
+            "layers": g.layers,
+            "hidden_size": g.hidden,
+            "attention_heads": g.heads,
+            "kv_heads": g.kv_heads,
             "head_dim": architecture.head_dim(config),
-            "experts": architecture.experts(config),
-            "experts_per_token": config.get("num_experts_per_tok")
-            if architecture.experts(config)
-            else None,
+            "experts": g.experts,
+            "experts_per_token": g.active_experts if g.experts else None,
             "moe_layers": architecture.moe_layers(config),
         },
         "calibration": calibration if needs_data else {"samples": 0, "note": "data-free"},

@@ -20,6 +20,7 @@ from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, check_source, load_texts, source_sha
 from pipeline.models import aliases, integrity
+from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize import model_free, plan, verify
 
 ARTIFACT = "artifact"
@@ -333,7 +334,7 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
         seconds = time.monotonic() - t0
         metrics = size_metrics(out, job.model_path, job.recipe.scheme())
         if len(job.recipe.schemes()) > 1:  # mixed precision: each Linear at its own bits
-            theoretical = plan.artifact_bytes(job.recipe, job.config, scales=False)
+            theoretical = artifact_bytes(job.recipe, job.config, scales=False)
             metrics["theoretical_bytes"] = theoretical
             metrics["ratio_to_theoretical"] = round(metrics["tensor_bytes"] / theoretical, 4)
         if metrics["ratio_to_theoretical"] < 1:  # smaller than its own ideal: a miscount
@@ -343,7 +344,7 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
             )
         # the scheme's ideal with its scales, zero points and global scales (the planner's
         # geometry): what is left above it is packing
-        ideal = plan.artifact_bytes(job.recipe, job.config)
+        ideal = artifact_bytes(job.recipe, job.config)
         metrics["ideal_bytes"] = ideal
         metrics["ratio_to_ideal"] = round(metrics["tensor_bytes"] / ideal, 4)
         if job.path == "model-free":  # it sees tensors: check it quantized what oneshot would

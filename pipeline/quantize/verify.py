@@ -45,8 +45,8 @@ def quantized_as_planned(artifact: Path, recipe, config: dict) -> None:
     """The quantized Linears, counted by (out, in) shape, must be the planner's targeted ones."""
     from collections import Counter
 
+    from pipeline.planning.weights import targeted
     from pipeline.quantize import artifact as art
-    from pipeline.quantize import plan
 
     scheme = recipe.scheme()
     table = art.tensors(artifact)
@@ -54,7 +54,7 @@ def quantized_as_planned(artifact: Path, recipe, config: dict) -> None:
         tuple(art.weight_shape(table, m, scheme.weight_bits)) for m in art.quantized_modules(table)
     )
     planned = Counter()
-    for lin in plan.targeted(recipe, config):
+    for lin in targeted(recipe, config):
         planned[(lin.out_features, lin.in_features)] += lin.count
     if found != planned:
         extra, missing = dict(found - planned), dict(planned - found)

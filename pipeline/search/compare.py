@@ -11,7 +11,7 @@ from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import generated_recipes
 from pipeline.core.stage import execute
 from pipeline.eval import paired
-from pipeline.quantize import plan
+from pipeline.planning.weights import bits_per_weight
 from pipeline.quantize.stage import QuantizeStage
 from pipeline.search import writer
 from pipeline.search.groups import Group
@@ -26,7 +26,7 @@ def uniform_within(config: dict, target_bits: float) -> list[str]:
     fits = []
     for name in recipe.shipped():
         rf = recipe.load(name)
-        if not rf.online and plan.bits_per_weight(rf, config) <= target_bits:
+        if not rf.online and bits_per_weight(rf, config) <= target_bits:
             fits.append(name)
     return fits
 
@@ -94,7 +94,7 @@ def _evaluate(model: str, label: str, recipe_ref: str, backend, revision, config
     return {
         "recipe": label,
         "path": str(q.recipe.path),
-        "bits_per_weight": round(plan.bits_per_weight(q.recipe, config), 4),
+        "bits_per_weight": round(bits_per_weight(q.recipe, config), 4),
         "tensor_bytes": stages["quantize"].metrics["tensor_bytes"],
         "kl_mean": heldout["kl_mean"],
         "kl_se": heldout["kl_mean_se"],

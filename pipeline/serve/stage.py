@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import capacity, serving_env
+from pipeline import serving_env
 from pipeline.config.recipe import ServeSettings
 from pipeline.config.strict import validated
 from pipeline.core import environment
@@ -31,6 +31,7 @@ from pipeline.core.files import sha256_json, staging_dir, waiting_lock, write_js
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.planning import geometry, parallel
+from pipeline.planning.gpus import GPUS_PER_NODE
 from pipeline.planning.placement import Placement, SidePlace
 from pipeline.quantize.stage import QuantizeStage
 from pipeline.serve import cost, server, slo
@@ -197,8 +198,10 @@ class ServeStage(AfterQuantize):
     def _predicted(self, base: Measurement, mine: Measurement) -> dict[str, tuple]:
         """The capacity planner's figures from the config alone, beside what was measured:
         {side: (Predicted, memory-bound concurrency for the benchmark's requests)}."""
-        from pipeline import capacity
-        from pipeline.quantize.plan import artifact_bytes
+        from pipeline.core import devices
+        from pipeline.planning import kv_cache
+        from pipeline.planning.gpus import this_node
+        from pipeline.planning.weights import artifact_bytes
 
         config = self.quantize.config
         sides = (
@@ -210,21 +213,21 @@ class ServeStage(AfterQuantize):
                 self.settings.kv_cache_dtype,
             ),
         )
-        # vLLM's default max_num_batched_tokens for `vllm serve` (what a sliding window adds);
-        # on GPUs the H100-class default (serve settings do not name the GPU)
+        # vLLM's default max_num_batched_tokens for `vllm serve` (what a sliding window adds)
+        node = this_node([g.line() for g in devices.seen()])
         on_cpu = serving_env.capabilities()["device"] == "cpu"
-        scheduled = capacity.CPU_SCHEDULED_TOKENS if on_cpu else 8_192
+        scheduled = kv_cache.CPU_SCHEDULED_TOKENS if on_cpu or not node else node.scheduled_tokens
         out = {}
         for side, measured, weights, kv in sides:
             engine = measured.engine
             pool, block = engine.kv_cache_memory_bytes, engine.block_size
             tokens = requests = None
             if pool and block:
-                tokens = capacity.kv_tokens(
+                tokens = kv_cache.kv_tokens(
                     pool, config, kv, measured.max_model_len, block, scheduled
                 )
                 per_request = self.settings.input_len + self.settings.output_len
-                requests = capacity.max_requests(pool, config, kv, per_request, block, scheduled)
+                requests = kv_cache.max_requests(pool, config, kv, per_request, block, scheduled)
             predicted = Predicted(
                 weights_bytes=weights,
                 weights_measured=measured.checkpoint_bytes,
@@ -252,22 +255,22 @@ def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Place
     """Where each side runs on the GPUs this process sees. Each side's TP comes from the
     planner for the sweep's largest concurrency × (input + output) tokens, unless the recipe
     or the command line sets tensor_parallel_size (then both sides take it)."""
-    from pipeline import sizing
     from pipeline.core import devices
-    from pipeline.quantize.plan import artifact_bytes
+    from pipeline.planning import engines
+    from pipeline.planning.weights import artifact_bytes
 
     given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set | set(overrides)
     users, context = max(settings.concurrency), settings.input_len + settings.output_len
     sides = [
-        sizing.ServeSide("original", "original", geometry.of(q.config).original_bytes, "auto"),
-        sizing.ServeSide(
+        engines.ServeSide("original", "original", geometry.of(q.config).original_bytes, "auto"),
+        engines.ServeSide(
             "quantized",
             q.recipe.name,
             artifact_bytes(q.recipe, q.config),
             settings.kv_cache_dtype,
         ),
     ]
-    return sizing.serve_placement(
+    return engines.serve_placement(
         q.config,
         sides,
         devices.seen(),
@@ -298,7 +301,7 @@ def check_fit(settings: ServeSettings, config: dict) -> None:
     """What vLLM would refuse at start-up, after minutes of quantizing: refused up front."""
     tp = settings.tensor_parallel_size
     if config.get("num_attention_heads") and (why := parallel.tp_refusal(tp, config)):
-        valid = parallel.tensor_parallel_sizes(config, capacity.GPUS_PER_NODE)
+        valid = parallel.tensor_parallel_sizes(config, GPUS_PER_NODE)
         raise UserError(
             f"tensor_parallel_size {tp}: vLLM refuses it for this model: {why} "
             f"(valid within a node: {', '.join(map(str, valid))})"

@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline import serving_env, sizing
+from pipeline import serving_env
 from pipeline.core import environment, procs
 from pipeline.core.paths import VLLM_SCRIPTS
+from pipeline.planning import engines
 from pipeline.serving_env import SERVE_PYTHON
 
 NAME = "vllm"
@@ -37,12 +38,12 @@ class Handle:
     vocab_size: int
     kv_cache_dtype: str = "auto"
     quantization: str | None = None  # online quantization at load (`--quantization fp8`)
-    engine: sizing.Engine | None = None  # sized when the windows' length is known
+    engine: engines.Engine | None = None  # sized when the windows' length is known
 
 
 def engine_for(
     model_dir: Path, context: int, gpus: list[str], users: int = BATCH_WINDOWS
-) -> sizing.Engine:
+) -> engines.Engine:
     """This model's engine for `users` sequences of `context` tokens on `gpus`: the original
     may need more GPUs than the artifact (its weights, from the safetensors headers)."""
     import json
@@ -51,7 +52,7 @@ def engine_for(
 
     config = json.loads((Path(model_dir) / "config.json").read_text())
     weights = tensor_bytes(Path(model_dir))
-    return sizing.engine(config, weights, gpus, users, context, Path(model_dir).name)
+    return engines.engine(config, weights, gpus, users, context, Path(model_dir).name)
 
 
 def load(model_dir: Path, kv_cache_dtype: str = "auto", quantization: str | None = None) -> Handle:

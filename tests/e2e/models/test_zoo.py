@@ -13,8 +13,8 @@ import pytest
 from pipeline.config import recipe
 from pipeline.models import architecture
 from pipeline.models.zoo import FAMILIES, shrunk_config
+from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize.artifact import tensors
-from pipeline.quantize.plan import artifact_bytes
 from tests.conftest import REPO, cli
 from tests.e2e.quantize.same_tensors import differences
 

@@ -218,16 +218,16 @@ def test_engine_sizes_the_fp8_kv_pool_as_planned(quantized, tmp_path, tiny_model
     backend is built, so the figure exists even where the CPU attention then refuses FP8
     (AVX2). Where it serves, test_fp8_kv_cache_doubles_kv_capacity_where_it_runs compares the
     same figures from its serve run: no second engine start for it."""
-    from pipeline import capacity as planner
     from pipeline import serving_env
     from pipeline.config.recipe import ServeSettings
     from pipeline.core import procs
+    from pipeline.planning import kv_cache
     from pipeline.serve import engine_facts
     from pipeline.serve import server as vllm_server
 
     needs_serving_env()
     config = json.loads((tiny_model / "config.json").read_text())
-    planned = planner.kv_tokens(2**30, config, "fp8", 512, 128, 2048)  # max_model_len 512
+    planned = kv_cache.kv_tokens(2**30, config, "fp8", 512, 128, 2048)  # max_model_len 512
     assert planned == 1_048_576  # 1 GiB / (4 layers × 2 KV heads × 64 × 2 (K, V) × 1 byte)
     if serving_env.capabilities()["fp8_kv_cache"]:
         pytest.skip("FP8 KV serves here: the serve test compares planner and engine")

@@ -57,6 +57,7 @@ def test_qwen_moe_sparse_layers_follow_step_and_mlp_only_layers():
 
 def test_plan_of_a_moe_counts_every_expert():
     from pipeline import capacity
+    from pipeline.planning.gpus import named
 
-    rows = capacity.plan(_mixtral(), [], ["auto"], 100, 4000, capacity.gpu_bytes("H100-80GB"))
+    rows = capacity.plan(_mixtral(), [], ["auto"], 100, 4000, named("H100-80GB"))
     assert rows[0].weights_bytes == 2 * 46_702_792_704 and rows[0].gpus == 2  # 87 GiB: not one

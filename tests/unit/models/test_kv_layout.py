@@ -2,6 +2,8 @@
 
 from pipeline import capacity as planner
 from pipeline.models import aliases, kv_layout
+from pipeline.planning import kv_cache
+from pipeline.planning.gpus import named
 
 GIB = 2**30
 
@@ -78,9 +80,8 @@ def test_recurrent_layers_are_named_not_counted():
 def test_the_planner_fits_more_users_through_a_window():
     full = _config("mistral-7b")
     windowed = {**full, "sliding_window": 4096}
-    gpu = planner.gpu_bytes("H100-80GB")
-    assert planner.scheduled_tokens("H100-80GB", gpu) == 8192
-    assert planner.scheduled_tokens("A100-80GB", planner.gpu_bytes("A100-80GB")) == 2048
+    gpu = named("H100-80GB")
+    assert gpu.scheduled_tokens == 8192 and named("A100-80GB").scheduled_tokens == 2048
     a, b = (planner.plan(c, [], ["auto"], 10, 32_000, gpu)[0] for c in (full, windowed))
     sequence = kv_layout.bytes_per_sequence(windowed, 2, 32_000, 8192)
     assert b.gpus == a.gpus == 1 and b.max_users == b.kv_room_bytes // sequence
@@ -101,5 +102,5 @@ def test_the_kv_cache_size_vllm_logs_is_requests_admitted_times_max_model_len():
     config = {**_config("mistral-7b"), "num_hidden_layers": 2, "num_key_value_heads": 2}
     config |= {"head_dim": 64, "num_attention_heads": 4, "hidden_size": 256}
     windowed = {**config, "sliding_window": 128}
-    assert planner.kv_tokens(2**30, windowed, "auto", 1024, 128, 2048) == 932_067
-    assert planner.kv_tokens(2**30, config, "auto", 1024, 128, 2048) == 2**30 // 1024
+    assert kv_cache.kv_tokens(2**30, windowed, "auto", 1024, 128, 2048) == 932_067
+    assert kv_cache.kv_tokens(2**30, config, "auto", 1024, 128, 2048) == 2**30 // 1024

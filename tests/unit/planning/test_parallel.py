@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from pipeline import capacity
 from pipeline.models import aliases, architecture
 from pipeline.models.zoo import FAMILIES, shrunk_config
-from pipeline.planning import geometry, parallel
+from pipeline.planning import deployment, geometry, gpus, parallel
 
 
 def _config(alias: str) -> dict:
@@ -35,27 +35,27 @@ CONFIGS = [_config(a) for a in aliases.ALIASES] + [shrunk_config(a) for a in FAM
     config=st.sampled_from(CONFIGS),
     users=st.integers(1, 2000),
     context=st.integers(128, 131_072),
-    gpu=st.sampled_from(sorted(capacity.GPUS)),
+    gpu=st.sampled_from(sorted(gpus.SPECS)),
     kv=st.sampled_from(["auto", "fp8"]),
     per_node=st.sampled_from([1, 2, 4, 8]),
 )
 def test_no_plan_proposes_a_size_vllm_refuses_or_wider_than_a_node(
     config, users, context, gpu, kv, per_node
 ):
-    weights = architecture.total_params(config) * 2
-    row = capacity.plan_row(config, "x", weights, kv, users, context, capacity.GPUS[gpu], 0.9,
-                            2 * capacity.GIB, 8192, gpus_per_node=per_node)  # fmt: skip
-    if row.gpus is None:
+    load = deployment.Load(architecture.total_params(config) * 2, kv, users, context)
+    found = deployment.fewest(config, load, gpus.named(gpu, per_node))
+    if found is None:
         return
-    assert parallel.tp_refusal(row.tp, config) is None and row.tp <= per_node
-    assert row.gpus == row.tp * row.pp and row.pp <= capacity.MAX_NODES
-    if row.pp > 1:  # across nodes only when one node's largest TP cannot hold it
-        assert row.tp == parallel.tensor_parallel_sizes(config, per_node)[-1]
+    tp, pp = found.tensor_parallel_size, found.pipeline_parallel_size
+    assert parallel.tp_refusal(tp, config) is None and tp <= per_node
+    assert found.gpus == tp * pp and pp <= gpus.MAX_NODES and found.max_users >= users
+    assert found.executor == ("ray" if pp > 1 else "mp")
+    if pp > 1:  # across nodes only when one node's largest TP cannot hold it
+        assert tp == parallel.tensor_parallel_sizes(config, per_node)[-1]
 
 
 @pytest.mark.parametrize("alias", ["llama3-70b", "mixtral-8x7b", "qwen3-30b-a3b"])
 def test_one_node_models_stay_on_one_node(alias):
     config = _config(alias)
-    gpu = capacity.GPUS["H100-80GB"]
-    for row in capacity.plan(config, [], ["auto", "fp8"], 100, 4000, gpu):
+    for row in capacity.plan(config, [], ["auto", "fp8"], 100, 4000, gpus.named("H100-80GB")):
         assert row.pp == 1 and row.tp in parallel.tensor_parallel_sizes(config, 8)

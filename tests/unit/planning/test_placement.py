@@ -10,12 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import sizing
 from pipeline.config import recipe
 from pipeline.config.recipe import ServeSettings
 from pipeline.core import devices
-from pipeline.planning import placement, shipped
-from pipeline.quantize.plan import artifact_bytes
+from pipeline.planning import engines, placement, shipped
+from pipeline.planning.weights import artifact_bytes
 from pipeline.serve import server
 from tests.conftest import REPO, cli
 from tests.unit.core.test_devices import STANDIN, standin
@@ -30,10 +29,10 @@ def placed(config_file: str, recipe_name: str = "fp8") -> placement.Placement:
     config = json.loads((CONFIGS / config_file).read_text())
     r = recipe.load(recipe_name)
     sides = [
-        sizing.ServeSide("original", "original", shipped.original_bytes(config), "auto"),
-        sizing.ServeSide("quantized", r.name, artifact_bytes(r, config), "auto"),
+        engines.ServeSide("original", "original", shipped.original_bytes(config), "auto"),
+        engines.ServeSide("quantized", r.name, artifact_bytes(r, config), "auto"),
     ]
-    return sizing.serve_placement(config, sides, devices.seen(), USERS, CONTEXT)
+    return engines.serve_placement(config, sides, devices.seen(), USERS, CONTEXT)
 
 
 def launched(side: placement.SidePlace) -> server.Launch:

@@ -1,12 +1,13 @@
-"""Engine sizes per side from the capacity planner: known answers for Llama-3-70B on H100s."""
+"""Engine sizes per side from the deployment planner: known answers for Llama-3-70B on H100s."""
 
 import pytest
 
-from pipeline import sizing
 from pipeline.config import recipe
 from pipeline.core.errors import NotOnThisHost
 from pipeline.models import aliases, architecture
-from pipeline.quantize.plan import artifact_bytes
+from pipeline.planning import engines
+from pipeline.planning.gpus import this_node
+from pipeline.planning.weights import artifact_bytes
 
 H100 = "NVIDIA H100 80GB HBM3, 81559 MiB"
 
@@ -31,9 +32,9 @@ def test_llama3_70b_eval_engines_per_gpu_count(gpus, original_tp, fp8_tp, w4a16_
         weights = _weights(name, config)
         if tp is None:
             with pytest.raises(NotOnThisHost, match=r"need 2 GPUs of 80 GiB .* this host has 1"):
-                sizing.engine(config, weights, host, 4, 513, name)
+                engines.engine(config, weights, host, 4, 513, name)
             continue
-        engine = sizing.engine(config, weights, host, 4, 513, name)
+        engine = engines.engine(config, weights, host, 4, 513, name)
         assert engine.tensor_parallel_size == tp, name
         kwargs = engine.vllm_kwargs()
         assert kwargs == {
@@ -49,18 +50,24 @@ def test_a_longer_batch_needs_more_gpus_for_its_kv_cache():
     config = aliases.load_config(aliases.resolve("llama3-70b"))
     fp8 = _weights("fp8", config)
     # 64 × 4,096 tokens × 320 KiB = 80 GiB of KV: one GPU cannot hold it beside 67.7 GiB
-    engine = sizing.engine(config, fp8, [H100] * 8, 64, 4096, "fp8")
+    engine = engines.engine(config, fp8, [H100] * 8, 64, 4096, "fp8")
     assert engine.tensor_parallel_size == 4 and engine.max_num_seqs == 64
 
 
 def test_a_cpu_host_runs_one_eager_engine():
     config = aliases.load_config(aliases.resolve("llama3-8b"))
-    engine = sizing.engine(config, 16 * 2**30, [], 4, 513, "original")
+    engine = engines.engine(config, 16 * 2**30, [], 4, 513, "original")
     assert engine.vllm_kwargs()["tensor_parallel_size"] == 1 and engine.enforce_eager
 
 
-def test_gpu_memory_is_read_from_nvidia_smi_lines():
-    assert sizing.gpu_bytes([H100, "NVIDIA A100-SXM4-40GB, 40960 MiB"]) == [
-        81559 * 2**20,
+def test_this_node_is_its_smallest_gpu_read_from_nvidia_smi_lines():
+    node = this_node([H100, "NVIDIA A100-SXM4-40GB, 40960 MiB"])
+    assert (node.name, node.memory_bytes, node.per_node, node.nodes) == (
+        "A100-40GB",
         40960 * 2**20,
-    ]
+        2,
+        1,
+    )
+    assert this_node([]) is None
+    unknown = this_node(["Some Future GPU, 200000 MiB"])
+    assert unknown.memory_bytes == 200000 * 2**20 and unknown.scheduled_tokens == 16_384

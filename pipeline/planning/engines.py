@@ -1,6 +1,6 @@
 """How large a vLLM engine each side of a comparison needs on this host: tensor-parallel size,
-memory utilization and batch, from the capacity planner's arithmetic (pipeline/capacity.py:
-one formula for `make plan`, the eval engines and the serve sides).
+memory utilization and batch, from the one deployment planner (planning/deployment.py: the
+same arithmetic as `make plan` and `make advise`).
 
 The original may need more GPUs than the artifact — that is the point of quantizing: Llama-3-70B
 in bf16 (141 GB of weights) takes two 80 GB GPUs, its FP8 artifact one. Each side gets the
@@ -10,13 +10,13 @@ KV cache of `users` sequences of `context` tokens; more GPUs than the host has i
 takes minutes there and buys little).
 """
 
-import re
 from dataclasses import asdict, dataclass
 
-from pipeline import capacity
 from pipeline.core.devices import Gpu
 from pipeline.core.errors import NotOnThisHost
-from pipeline.planning import placement
+from pipeline.planning import deployment, placement
+from pipeline.planning.deployment import Budget, Load
+from pipeline.planning.gpus import GPUS_PER_NODE, MAX_NODES, Inventory, this_node
 
 GIB = 2**30
 UTILIZATION = placement.UTILIZATION
@@ -40,16 +40,6 @@ class Engine:
         return asdict(self)
 
 
-def gpu_bytes(gpus: list[str]) -> list[int]:
-    """Memory of each GPU from environment.gpus()' lines ("NVIDIA H100 80GB HBM3, 81559 MiB")."""
-    found = []
-    for line in gpus:
-        match = re.search(r"([\d.]+)\s*MiB", line)
-        if match:
-            found.append(int(float(match[1]) * 2**20))
-    return found
-
-
 def engine(
     config: dict,
     weights: int,
@@ -60,30 +50,28 @@ def engine(
     kv_dtype: str = "auto",
     utilization: float = UTILIZATION,
 ) -> Engine:
-    """The engine for `weights` bytes of `label` serving `users` × `context` tokens."""
-    if not gpus:
+    """The engine for `weights` bytes of `label` serving `users` × `context` tokens on the GPUs
+    this process sees (nvidia-smi's lines, "NVIDIA H100 80GB HBM3, 81559 MiB")."""
+    node = this_node(gpus)
+    if node is None:
         return Engine(1, utilization, users, True, "CPU host: one engine, eager")
-    sizes = gpu_bytes(gpus) or [capacity.GPUS["H100-80GB"]]
-    gpu = min(sizes)
-    overhead = int(capacity.OVERHEAD_GIB * GIB)
-    scheduled = capacity.scheduled_tokens(gpus[0], gpu)
-    row = capacity.plan_row(config, label, weights, kv_dtype, users, context, gpu, utilization,
-                            overhead, scheduled, gpus_per_node=len(sizes))  # fmt: skip
-    if row.gpus is None or row.pp > 1:  # this host is one node: what it has is the limit
-        wide = capacity.plan_row(config, label, weights, kv_dtype, users, context, gpu,
-                                 utilization, overhead, scheduled)  # fmt: skip
-        need = f"{wide.gpus}" if wide.gpus else f"more than {capacity.MAX_TP}"
+    load, budget = Load(weights, kv_dtype, users, context), Budget(utilization)
+    found = deployment.fewest(config, load, node, budget)  # this host is one node: its limit
+    if found is None:
+        wide = deployment.fewest(config, load, Inventory(node.hardware, GPUS_PER_NODE), budget)
+        need = f"{wide.gpus}" if wide else f"more than {GPUS_PER_NODE * MAX_NODES}"
         raise NotOnThisHost(
             f"{label}: {weights / GIB:.1f} GiB of weights and {users} × {context:,} tokens of "
-            f"KV cache need {need} GPUs of {gpu / GIB:.0f} GiB (tensor parallel); this host "
-            f"has {len(sizes)}"
+            f"KV cache need {need} GPUs of {node.memory_bytes / GIB:.0f} GiB (tensor parallel); "
+            f"this host has {node.per_node}"
         )
     reason = (
-        f"tensor parallel {row.tp}: the fewest of this host's {len(sizes)} × "
-        f"{gpu / GIB:.0f} GiB GPUs that hold {weights / GIB:.1f} GiB of weights and {users} × "
-        f"{context:,} tokens of KV cache (a size vLLM accepts for the heads)"
+        f"tensor parallel {found.tensor_parallel_size}: the fewest of this host's "
+        f"{node.per_node} × {node.memory_bytes / GIB:.0f} GiB GPUs that hold {weights / GIB:.1f} "
+        f"GiB of weights and {users} × {context:,} tokens of KV cache (a size vLLM accepts for "
+        "the heads)"
     )
-    return Engine(row.tp, utilization, users, False, reason)
+    return Engine(found.tensor_parallel_size, utilization, users, False, reason)
 
 
 @dataclass(frozen=True)
@@ -122,11 +110,11 @@ def serve_placement(
 
 
 def _per_gpu(config: dict, side: ServeSide, gpus: list[Gpu], users: int, context: int):
-    scheduled = capacity.scheduled_tokens(gpus[0].name, gpus[0].memory_bytes) if gpus else 0
-    overhead = int(capacity.OVERHEAD_GIB * GIB)
+    node = this_node([g.line() for g in gpus])
+    scheduled = node.scheduled_tokens if node else 0
+    load, overhead = Load(side.weights, side.kv_dtype, users, context), Budget().overhead_bytes
 
     def at(tp: int) -> int:
-        return capacity.per_gpu_bytes(config, side.weights, side.kv_dtype, users, context, tp,
-                                      scheduled, overhead)  # fmt: skip
+        return deployment.per_gpu_bytes(config, load, tp, scheduled, overhead)
 
     return at
