@@ -4,9 +4,9 @@ Per stage: where it runs (host, GPUs, tensor parallel per side), its memory (CPU
 per-GPU), the files it writes or downloads with their sizes, and a time estimate with how it
 was derived. It composes the per-stage plans rather than repeating their arithmetic:
 quantize's from pipeline/quantize/plan.py (via the stage), the engines from
-pipeline/planning/engines.py (the deployment planner's). What this host cannot do — an engine larger than its GPUs, disk
-short of what the chain writes — is listed under `refusals`; the command then exits 4 before
-any download or load.
+pipeline/planning/engines.py (the deployment planner's). What this host cannot do — an engine
+larger than its GPUs, disk short of what the chain writes — is listed under `refusals`; the
+command then exits 4 before any download or load.
 
 Time: the quantize stage's rate (bytes of bf16 weights per second) measured on this host by
 earlier runs under the same runs root and path, where there is one (`measured`); otherwise
