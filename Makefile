@@ -45,7 +45,7 @@ $(VENV)/.installed: requirements/main.txt pyproject.toml
 	$(VENV)/bin/$(PIP) $(TORCH_SPEC)
 	$(VENV)/bin/$(PIP) --no-deps -r requirements/main.txt
 	$(VENV)/bin/$(PIP) --no-deps -e .
-	touch $@
+	sha256sum $^ > $@  # the pins it was built from: a nightly's nodes compare it (nightly/envs.py)
 
 $(SERVE_STAMP): $(SERVE_REQS) pipeline/vllm_scripts/alias_metadata.py \
 		pipeline/vllm_scripts/cpu_scaled_mm.py
@@ -62,7 +62,7 @@ else
 	# torch's FP8 matmul on CPU through its emulation, not oneDNN's reference kernel (AMX hosts)
 	$(SERVE_VENV)/bin/python pipeline/vllm_scripts/cpu_scaled_mm.py
 endif
-	touch $@
+	sha256sum $^ > $@
 
 quantize: $(VENV)/.installed
 	$(RUN) quantize $(TARGET) $(ARGS)

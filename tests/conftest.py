@@ -37,6 +37,29 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """This worker's own PostgreSQL server (tests/postgres.py); `.database()` gives a fresh
+    database's URL."""
+    from tests.postgres import Server, binaries
+
+    if binaries() is None:
+        if os.environ.get("REQUIRE_POSTGRES") == "1":
+            pytest.fail("REQUIRE_POSTGRES=1 but PostgreSQL is not installed")
+        pytest.skip("PostgreSQL is not installed (/usr/lib/postgresql/*/bin)")
+    server = Server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    """An empty results database: SQLite in a file, and PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/store.db"
+    return request.getfixturevalue("postgres").database()
+
+
 def cli(*args: str, runs: Path, env: dict | None = None, timeout: int = 900, fresh: bool = False):
     """Run `python -m pipeline …` as a user would, with RUNS_DIR pointed at `runs`: forked from
     this worker's zygote (tests/zygote.py: the libraries imported once), or a fresh process

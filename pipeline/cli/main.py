@@ -21,6 +21,7 @@ from pathlib import Path
 from pipeline.config.advise_settings import AdviseSettings
 from pipeline.config.capacity_settings import PlanSettings
 from pipeline.config.recipe import ServeSettings
+from pipeline.core import procs
 from pipeline.core.errors import PipelineError, UserError, debugging
 from pipeline.core.outcome import Outcome
 from pipeline.planning.gpus import SPECS as GPUS
@@ -34,6 +35,7 @@ vLLM's kernel; a GPU can).
 
 
 def main(argv: list[str] | None = None) -> int:
+    procs.die_with_parent()
     args = _parser().parse_args(argv)
     command = args.command
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # its fork warning, every run

@@ -83,3 +83,21 @@ def tail(log_path: Path, lines: int = 15) -> str:
     text = Path(log_path).read_text(errors="replace").replace("\r", "\n")
     kept = [line for line in text.splitlines() if line.strip()]
     return "\n".join(kept[-lines:])
+
+
+def die_with_parent() -> None:
+    """A process started with PIPELINE_PARENT_PID (a nightly cell) is killed when that parent
+    dies: a Ray worker on a lost node takes its cell with it, so a retry elsewhere never races
+    a survivor writing the same run folder. Linux's PR_SET_PDEATHSIG; elsewhere nothing."""
+    parent = os.environ.get("PIPELINE_PARENT_PID")
+    if not parent or not parent.isdigit():
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(parent):  # it died before the line above: follow it now
+        os._exit(137)

@@ -3,8 +3,12 @@ from the outcome's status classes, its metrics from the results the outcome name
 function of plain data, so a Ray worker can run it as well as the local loop; what it returns is
 all the store needs."""
 
+import contextlib
 import math
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
 from dataclasses import asdict
@@ -13,14 +17,23 @@ from pathlib import Path
 from pipeline.config.flags import to_argv
 from pipeline.core.outcome import Outcome
 from pipeline.core.paths import REPO
+from pipeline.nightly import envs
 from pipeline.nightly.matrix import Cell
 
 
-def execute(cell: Cell, log_dir: str) -> dict:
-    """{model, cell, recipe, overrides_sha, status, error, stages, metrics}."""
-    log = Path(log_dir) / f"{cell.model}--{cell.name}.log"
+def execute(
+    cell: Cell, log_dir: str, timeout_s: float | None = None, env_stamps: dict | None = None
+) -> dict:
+    """{model, cell, recipe, overrides_sha, status, error, stages, metrics, where}.
+    env_stamps: the driver's envs (envs.py), checked first where the cell runs on a Ray node."""
+    place = where()
+    if env_stamps is not None and (why := envs.refusal(env_stamps, place["node"])):
+        return {"model": cell.model, "cell": cell.name, "recipe": cell.recipe,
+                "overrides_sha": cell.overrides_sha, "status": "failed", "error": why,
+                "stages": {}, "metrics": [], "where": place}  # fmt: skip
+    log = Path(log_dir) / log_name(cell)
     log.parent.mkdir(parents=True, exist_ok=True)
-    outcome, tail = _run(cell, log)
+    outcome, tail, timed_out = _run(cell, log, timeout_s)
     result = {
         "model": cell.model,
         "cell": cell.name,
@@ -28,14 +41,39 @@ def execute(cell: Cell, log_dir: str) -> dict:
         "overrides_sha": cell.overrides_sha,
         **verdict(outcome, tail),
     }
+    if timed_out:
+        result |= {"status": "failed", "error": f"timed out after {timeout_s:g} s: stopped"}
     result["metrics"] = [asdict(m) for m in collect(outcome)]
+    result["where"] = place
     return result
+
+
+def log_name(cell: Cell) -> str:
+    """The cell's log file in the run's log folder: a model given as a folder or a hub id
+    (slashes) is one file name, never a path of its own."""
+    model, name = (re.sub(r"[^\w.-]+", "--", x).strip("-") for x in (cell.model, cell.name))
+    return f"{model}--{name}.log"
+
+
+def where() -> dict:
+    """The node and the GPUs this cell ran on: Ray's node id and assigned GPUs in a Ray task,
+    else this host and CUDA_VISIBLE_DEVICES (None: every GPU the host has, or none)."""
+    node = socket.gethostname()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = [g for g in visible.split(",") if g] if visible is not None else None
+    ray = sys.modules.get("ray")  # imported only where a Ray worker runs this
+    if ray is not None and ray.is_initialized():
+        context = ray.get_runtime_context()
+        node = f"{node}/{context.get_node_id()[:12]}"
+        gpus = [str(g) for g in ray.get_gpu_ids()]
+    return {"node": node, "gpus": gpus}
 
 
 def command(cell: Cell) -> list[str]:
     """The cell as one `pipeline run`: its stages, backend and serve settings, with --json."""
     later = [s for s in cell.stages if s != "quantize"]
-    cmd = [sys.executable, "-m", "pipeline", "run", "--model", cell.model]
+    python = envs.python() if Path(envs.python()).exists() else sys.executable
+    cmd = [python, "-m", "pipeline", "run", "--model", cell.model]
     if cell.artifact is not None:
         cmd += ["--artifact", cell.artifact]
     if cell.recipe_arg is not None:
@@ -48,22 +86,33 @@ def command(cell: Cell) -> list[str]:
     return [*cmd, "--json"]
 
 
-def _run(cell: Cell, log: Path) -> tuple[Outcome | None, str]:
-    """The outcome the CLI printed (None if it died before printing one), and its log's tail."""
+def _run(cell: Cell, log: Path, timeout_s: float | None) -> tuple[Outcome | None, str, bool]:
+    """The outcome the CLI printed (None if it died before printing one), its log's tail, and
+    whether it ran past `timeout_s` (then its whole process group is killed: servers too)."""
     cmd = command(cell)
     with open(log, "a") as err:
         err.write(f"\n$ {' '.join(cmd)}\n")
         err.flush()
         start = err.tell()
-        done = subprocess.run(
-            cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True, env=os.environ
-        )
-        err.write(done.stdout)
+        env = {**os.environ, "PIPELINE_PARENT_PID": str(os.getpid())}  # dies with it: procs.py
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+            start_new_session=True,
+        )  # fmt: skip
+        timed_out = False
+        try:
+            stdout, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            stdout, _ = proc.communicate()
+        err.write(stdout)
     with open(log, errors="replace") as f:
         f.seek(start)
         tail = f.read()[-4000:]
-    lines = [x for x in done.stdout.splitlines() if x.startswith("{")]
-    return (Outcome.model_validate_json(lines[-1]) if lines else None), tail
+    lines = [x for x in stdout.splitlines() if x.startswith("{")]
+    return (Outcome.model_validate_json(lines[-1]) if lines else None), tail, timed_out
 
 
 def verdict(outcome: Outcome | None, tail: str = "") -> dict:

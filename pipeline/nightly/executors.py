@@ -1,88 +1,186 @@
 """Where the cells run: one after another here (`local`), or as Ray tasks (`ray`) on the cluster
-at RAY_ADDRESS (a local Ray when unset), each asking for as many GPUs as its tensor-parallel
-size. Either way each result comes back to the caller, which writes it to the store."""
+at RAY_ADDRESS (a local Ray when unset). On Ray each cell holds the GPUs its chain uses at once
+on one node (placement.py: one STRICT_PACK placement group per cell), sees exactly the GPUs Ray
+assigned it (CUDA_VISIBLE_DEVICES), runs with this checkout's envs on that node (envs.py), is
+stopped past the matrix's cell_timeout_s, and is retried once on another node when its node
+dies; one whose node is lost with no other to hold it is recorded as failed, with why.
+Either way each result comes back to the caller, which writes it to the store.
 
+    with executors.connect("ray", cells, gpu="H100-80GB", timeout_s=…) as runner:  # refusals here
+        runner.run(todo, log_dir, done, claim)
+"""
+
+import contextlib
+import logging
 import os
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterator
 
-from pipeline.core.errors import UserError
 from pipeline.core.paths import REPO
 from pipeline.core.progress import bar
+from pipeline.nightly import envs, placement
 from pipeline.nightly.cell import execute
 from pipeline.nightly.matrix import Cell
 
-Done = Callable[[dict], None]
+Done = Callable[[dict], object]
+Claim = Callable[[Cell], bool]
 NAMES = ("local", "ray")
+POLL_S = 30  # how often the driver looks at cells still waiting for a node
 
 
-def run(name: str, cells: list[Cell], log_dir: str, done: Done) -> None:
-    """`name` is one of NAMES (the runner checks it before a run is recorded)."""
-    (_ray if name == "ray" else _local)(cells, log_dir, done)
+class Local:
+    name = "local"
 
+    def __init__(self, timeout_s: float | None):
+        self.timeout_s = timeout_s
 
-def _local(cells: Iterable[Cell], log_dir: str, done: Done) -> None:
-    cells = list(cells)
-    progress = bar(total=len(cells), desc="nightly cells", unit="cell")
-    for cell in cells:
-        progress.set_postfix_str(f"{cell.model} × {cell.name}", refresh=True)
-        done(execute(cell, log_dir))
-        progress.update()
-    progress.close()
-
-
-def _ray(cells: list[Cell], log_dir: str, done: Done) -> None:
-    import ray
-
-    address = os.environ.get("RAY_ADDRESS")
-    if not address:
-        os.environ.pop("RAY_ADDRESS", None)  # empty means unset for us; Ray might disagree
-    env = {k: os.environ[k] for k in ("RUNS_DIR", "PIPELINE_CACHE", "HF_HOME") if k in os.environ}
-    if address:  # a remote cluster gets this checkout (not its runs or envs) as working dir
-        runtime = {"working_dir": str(REPO), "excludes": ["runs", ".venv*", ".cache", "reports"]}
-        ray.init(address=address, runtime_env={**runtime, "env_vars": env}, log_to_driver=False)
-    else:
-        ray.init(
-            num_cpus=max(1, os.cpu_count() or 1),
-            include_dashboard=False,
-            log_to_driver=False,
-            object_store_memory=200 * 2**20,  # results are small dicts
-            runtime_env={"env_vars": env},
-        )
-    try:
-        gpus = ray.cluster_resources().get("GPU", 0)
-        remote = ray.remote(execute)
-        pending = {}
+    def run(self, cells: list[Cell], log_dir: str, done: Done, claim: Claim = bool) -> None:
+        progress = bar(total=len(cells), desc="nightly cells", unit="cell")
         for cell in cells:
-            need = cell.tensor_parallel_size if gpus else 0  # a CPU-only cluster: CPU cells
-            if need > gpus > 0:
-                raise UserError(
-                    f"cell {cell.model} × {cell.name} needs {need} GPUs; cluster has {gpus:g}"
-                )
-            ref = remote.options(num_gpus=need, num_cpus=1).remote(cell, log_dir)
-            pending[ref] = cell
-        progress = bar(total=len(pending), desc="nightly cells (ray)", unit="cell")
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            cell = pending.pop(ready[0])
-            try:
-                done(ray.get(ready[0]))
-            except ray.exceptions.RayError as e:  # the worker died: the cell failed, not the run
-                done(_crashed(cell, e))
+            progress.set_postfix_str(f"{cell.model} × {cell.name}", refresh=True)
+            if claim(cell):  # claimed just before it runs: drivers share a matrix cell by cell
+                done(execute(cell, log_dir, self.timeout_s))
             progress.update()
         progress.close()
+
+
+class Ray:
+    name = "ray"
+
+    def __init__(self, cells: list[Cell], gpu: str, timeout_s: float | None):
+        import ray
+
+        self.ray, self.timeout_s = ray, timeout_s
+        self.env_stamps = envs.fingerprint()
+        self.nodes = placement.alive(ray.nodes())
+        self.gpu = gpu
+        # every cell's reservation before the night starts: one that no node holds is refused
+        self.reservations = {_key(c): placement.reserve(c, self.nodes, gpu) for c in cells}
+
+    def run(self, cells: list[Cell], log_dir: str, done: Done, claim: Claim = bool) -> None:
+        from ray.util import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        ray = self.ray
+        remote = ray.remote(execute)
+        pending = {}
+        for cell in filter(claim, cells):
+            gpus = self.reservations[_key(cell)].gpus
+            group = placement_group([{"CPU": 1, "GPU": gpus} if gpus else {"CPU": 1}],
+                                    strategy="STRICT_PACK")  # fmt: skip
+            ref = remote.options(
+                num_cpus=1,
+                num_gpus=gpus,
+                max_retries=1,  # a lost node: once more, wherever the group is placed again
+                scheduling_strategy=PlacementGroupSchedulingStrategy(group, 0),
+            ).remote(cell, log_dir, self.timeout_s, self.env_stamps)
+            pending[ref] = (cell, group)
+        progress = bar(total=len(pending), desc="nightly cells (ray)", unit="cell")
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
+            lost = {} if ready else self._unplaceable(pending)
+            for ref in ready or lost:
+                cell, group = pending.pop(ref)
+                if ref in lost:
+                    done(_failed(cell, lost[ref]))
+                else:
+                    try:
+                        done(ray.get(ref))
+                    except ray.exceptions.RayError as e:  # lost twice: failed, the night goes on
+                        done(_failed(cell, f"ray: {_first_line(e)}"))
+                with contextlib.suppress(Exception):
+                    remove_placement_group(group)
+                progress.update()
+        progress.close()
+
+    def _unplaceable(self, pending: dict) -> dict:
+        """Cells still waiting whose reservation no node alive now holds (their node was lost
+        and none other fits): cancelled, each with why."""
+        nodes = placement.alive(self.ray.nodes())
+        widest = max((n.gpus for n in nodes), default=0)
+        lost = {}
+        for ref, (cell, _) in pending.items():
+            gpus = self.reservations[_key(cell)].gpus
+            if gpus > widest:
+                self.ray.cancel(ref, force=True)
+                lost[ref] = (
+                    f"ray: no node alive holds its {gpus} GPUs now ({placement.shapes(nodes)})"
+                )
+        return lost
+
+
+@contextlib.contextmanager
+def connect(name: str, cells: list[Cell], gpu: str, timeout_s: float | None) -> Iterator:
+    """The executor `name` (one of NAMES), connected; Ray's reservations checked."""
+    if name == "local":
+        yield Local(timeout_s)
+        return
+    if os.environ.get("RAY_ADDRESS"):
+        _token_auth()  # before Ray reads its config
+    import ray
+
+    _connect(ray)
+    try:
+        yield Ray(cells, gpu, timeout_s)
     finally:
         ray.shutdown()
 
 
-def _crashed(cell: Cell, e: Exception) -> dict:
-    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+def _connect(ray) -> None:
+    """This process as a Ray driver: to the cluster at RAY_ADDRESS (its token from
+    RAY_AUTH_TOKEN or Ray's token file, as Ray reads them), else a local Ray. Workers import
+    the pipeline from this checkout's path (envs.py) and get the variables cells read — HF_TOKEN
+    among them, through the runtime environment only."""
+    address = os.environ.get("RAY_ADDRESS")
+    if not address:
+        os.environ.pop("RAY_ADDRESS", None)  # empty means unset for us; Ray might disagree
+    names = ("RUNS_DIR", "PIPELINE_CACHE", "HF_HOME", "HF_TOKEN", "HF_HUB_OFFLINE")
+    env = {k: os.environ[k] for k in names if k in os.environ}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    quiet = {"log_to_driver": False, "logging_level": logging.WARNING}  # our lines, not Ray's
+    if address:
+        ray.init(address=address, runtime_env={"env_vars": env}, **quiet)
+    else:
+        ray.init(
+            num_cpus=max(1, os.cpu_count() or 1),
+            include_dashboard=False,
+            object_store_memory=200 * 2**20,  # results are small dicts
+            runtime_env={"env_vars": env},
+            **quiet,
+        )
+
+
+def _key(cell: Cell) -> tuple[str, str]:
+    return cell.model, cell.name  # a cell's serve settings hold lists: not hashable
+
+
+def _token_auth() -> None:
+    """Ray 2.60 turns token authentication on at `ray start --head`, but a driver given an
+    address never turns it on by itself (worker.py: "an explicit address … never does"): with
+    a token at hand (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) and no
+    RAY_AUTH_MODE, this driver uses it."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+    if os.environ.get("RAY_AUTH_TOKEN") or os.path.isfile(path):
+        os.environ["RAY_AUTH_MODE"] = "token"
+        if "ray._raylet" in sys.modules:  # imported already: its cached config reread
+            sys.modules["ray._raylet"].Config.initialize("")
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)[:400]
+
+
+def _failed(cell: Cell, why: str) -> dict:
     return {
         "model": cell.model,
         "cell": cell.name,
         "recipe": cell.recipe,
         "overrides_sha": cell.overrides_sha,
         "status": "failed",
-        "error": f"ray: {first[:400]}",
+        "error": why,
         "stages": {},
         "metrics": [],
+        "where": None,
     }

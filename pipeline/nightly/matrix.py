@@ -57,6 +57,9 @@ class CellSpec(Strict):
         default_factory=dict, description="dotted recipe keys → values, e.g. calibration.seed: 1"
     )
     tensor_parallel_size: int | None = Field(None, gt=0)
+    gpus: int | None = Field(
+        None, ge=0, description="GPUs the cell holds on one node (default: from the plan)"
+    )
 
 
 class Matrix(Strict):
@@ -70,6 +73,12 @@ class Matrix(Strict):
     )
     thresholds: Thresholds = Thresholds()
     cells: list[CellSpec] = Field(default_factory=list, description="per-cell overrides")
+    gpu: str = Field(
+        "H100-80GB", description="the cluster's GPU type: what the plan sizes each cell's GPUs by"
+    )
+    cell_timeout_s: int = Field(
+        6 * 3600, gt=0, description="a cell running longer is stopped and recorded as failed"
+    )
 
 
 @dataclass(frozen=True)
@@ -82,8 +91,12 @@ class Cell:
     eval_backend: str | None
     serve: tuple[tuple[str, object], ...]  # serve setting overrides, in order
     overrides_sha: str | None
-    tensor_parallel_size: int
+    tensor_parallel_size: int | None  # for both serve sides, where given; else planned
     artifact: str | None = None  # what --artifact gets
+    gpus: int | None = None  # GPUs to hold on one node, where given; else planned
+    users: int = 1  # the serve sweep's largest concurrency
+    context: int = 1  # tokens per request: input + output
+    kv_cache_dtype: str = "auto"  # the artifact's serve side
 
 
 def load(path: str | None) -> tuple[Matrix, str]:
@@ -125,6 +138,7 @@ def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
         from pipeline.external.source import resolve
 
         name = spec.name or resolve(spec.artifact).run_name
+    given_tp = "tensor_parallel_size" in {*serve, *rf.spec.serve.model_fields_set}
     # every bound (gt=0, …) checked against the recipe's own settings, before anything runs
     settings = validated(
         ServeSettings,
@@ -140,8 +154,12 @@ def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
         eval_backend=spec.eval_backend or matrix.eval_backend,
         serve=tuple(serve.items()),
         overrides_sha=overrides_sha,
-        tensor_parallel_size=settings.tensor_parallel_size,
+        tensor_parallel_size=settings.tensor_parallel_size if given_tp else None,
         artifact=spec.artifact,
+        gpus=spec.gpus,
+        users=max(settings.concurrency),
+        context=settings.input_len + settings.output_len,
+        kv_cache_dtype=settings.kv_cache_dtype,
     )
 
 

@@ -4,18 +4,23 @@ a cell failed, 3 when a gate failed or something regressed.
 
 Stages whose inputs (recipe, data, library versions, …) did not change are reused from the run
 directories, so an unchanged night costs little. An interrupted run (its `ended` still empty) is
-resumed by the next `make nightly` of the same matrix: the cells already recorded are kept.
+resumed by the next `make nightly` of the same matrix: the cells already recorded are kept. A
+second driver on a matrix whose run is going joins it and takes only the cells nobody has
+claimed (store.py); the last driver to record a cell ends the run.
 """
 
-import datetime as dt
+import contextlib
 import os
 import secrets
+import socket
+import threading
+from collections.abc import Iterator
 
 from pipeline.core import environment
 from pipeline.core.errors import UserError
 from pipeline.core.paths import runs_root
 from pipeline.nightly import executors, matrix, regress
-from pipeline.nightly.store import Store
+from pipeline.nightly.store import HEARTBEAT_S, Store
 
 LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "lm_eval")
 
@@ -36,24 +41,69 @@ def nightly(
     if executor not in executors.NAMES:
         raise UserError(f"unknown executor '{executor}' (valid: {', '.join(executors.NAMES)})")
     store = open_store(db, m)
-    run_id = None if new else store.unfinished_run(sha)
-    resumed = run_id is not None
-    if not resumed:
-        run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
-        store.start_run(run_id, sha, facts(), executor)
+    # the cluster and each cell's place on it checked before the night is recorded
+    with executors.connect(executor, cells, m.gpu, m.cell_timeout_s) as runner:
+        return _night(m, sha, cells, store, runner, new)
+
+
+def _night(m, sha: str, cells: list, store: Store, runner, new: bool) -> tuple[str, str | None]:
+    executor = runner.name
+    owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+    held = store.hold(sha, facts(), executor, owner, new)
+    run_id = held.run_id
     recorded = {(c["model"], c["cell"]) for c in store.cells_of(run_id)}
     todo = [c for c in cells if (c.model, c.name) not in recorded]
-    how = f"resumed, {len(recorded)} cells already recorded" if resumed else "new"
+    if held.joined:
+        how = (
+            f"held by {held.holder}, seen {held.holder_seen_s:.0f} s ago: this driver takes "
+            "only the cells nobody has claimed"
+        )
+    else:
+        how = f"resumed, {len(recorded)} cells already recorded" if held.resumed else "new"
     print(
         f"nightly run {run_id} ({how}): {len(todo)} cells, executor {executor}, store {store.url}"
     )
     log_dir = runs_root() / "nightly" / "logs" / run_id
-    executors.run(executor, todo, str(log_dir), lambda result: store.record_cell(run_id, result))
-    store.end_run(run_id)
+    with _heartbeat(store, run_id, owner):
+        runner.run(
+            todo,
+            str(log_dir),
+            lambda result: store.record_cell(run_id, result),
+            lambda cell: store.claim(run_id, cell.model, cell.name, owner),
+        )
+    left = {(c.model, c.name) for c in cells} - {
+        (c["model"], c["cell"]) for c in store.cells_of(run_id)
+    }
+    if left:
+        print(
+            f"nightly run {run_id}: {len(left)} cells still running under another driver; "
+            "the run ends when the last of them is recorded"
+        )
+    else:
+        store.end_run(run_id)
     rows = summarize(store, run_id, m.thresholds)
     print(render(rows))
     print(f"  logs      {log_dir}")
     return verdict(rows)
+
+
+@contextlib.contextmanager
+def _heartbeat(store: Store, run_id: str, owner: str) -> Iterator[None]:
+    """Renew this driver's leases while it runs (a killed driver's lapse, and its cells free)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            with contextlib.suppress(Exception):  # a database hiccup: the next beat retries
+                store.heartbeat(run_id, owner)
+
+    thread = threading.Thread(target=beat, name="nightly-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
 
 
 def verdict(rows: list[dict]) -> tuple[str, str | None]:
@@ -129,6 +179,9 @@ def render(rows: list[dict]) -> str:
             f"{f'{top.value:.2f}' if top else '-':>12} {f'{ppl.value:.4f}' if ppl else '-':>10} "
             f"{f'{tok:.2f}×' if tok else '-':>12}  {verdict}"
         )
+        if r.get("node") and "/" in r["node"]:  # a Ray node: host/node id, and its GPUs
+            gpus = f", GPUs {','.join(r['gpus'])}" if r.get("gpus") else ""
+            lines.append(f"    ran on {r['node']}{gpus}")
         if r["error"]:
             lines.append(f"    error: {r['error']}")
         for f in [*r["regressions"], *r["baseline_regressions"]]:

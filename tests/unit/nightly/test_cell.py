@@ -113,3 +113,14 @@ def test_recovery_se():
     assert cell.recovery_se(0.5, 0.5, 0.01, 0.01) == pytest.approx(1.0 * (2 * 0.02**2) ** 0.5)
     assert cell.recovery_se(0.0, 0.5, 0.01, 0.01) is None
     assert cell.recovery_se(0.5, 0.5, None, 0.01) is None
+
+
+def test_a_cell_s_log_stays_in_the_log_folder_whatever_its_model_is_called():
+    """A model given as a folder (an absolute path) or a hub id: one file name, not a path."""
+    from types import SimpleNamespace
+
+    found = [
+        cell.log_name(SimpleNamespace(model=m, name=n))
+        for m, n in (("/data/zoo/llama31", "slow1"), ("org/model", "fp8"), ("tiny-llama", "gptq"))
+    ]
+    assert found == ["data--zoo--llama31--slow1.log", "org--model--fp8.log", "tiny-llama--gptq.log"]

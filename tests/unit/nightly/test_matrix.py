@@ -22,7 +22,7 @@ def test_the_shipped_matrix_loads_and_its_cells_are_valid(tmp_path, monkeypatch)
     m, sha = matrix.load(None)
     cells = matrix.cells(m)
     assert [(c.model, c.name) for c in cells] == [("tiny-llama", "fp8"), ("tiny-llama", "gptq")]
-    assert len(sha) == 64 and all(c.tensor_parallel_size == 1 for c in cells)
+    assert len(sha) == 64 and all(c.tensor_parallel_size is None for c in cells)
     serve = dict(cells[0].serve)
     assert serve and all(isinstance(k, str) for k in serve)
 

@@ -32,3 +32,10 @@ def test_render_shows_verdicts_errors_and_regressions():
     text = night.render(rows)
     assert "first run" in text and "REGRESSED (1)" in text and "error: eval: boom" in text
     assert "REGRESSION kl_mean" in text and "0.50×" in text and "0.00015±1e-05" in text
+
+
+def test_render_names_the_ray_node_and_gpus_a_cell_ran_on():
+    rows = [_row(node="10.0.0.2/7a5d951a3e1f", gpus=["0", "1"]), _row(cell="d", node="host")]
+    text = night.render(rows)
+    assert "ran on 10.0.0.2/7a5d951a3e1f, GPUs 0,1" in text
+    assert text.count("ran on") == 1  # a local cell ran on this host: no line for it

@@ -1,0 +1,160 @@
+"""The nightly on a Ray cluster of three nodes on this host (tests/ray_cluster.py: a head
+without GPUs, two workers started with --num-gpus 2, token authentication on), its history in
+PostgreSQL (tests/postgres.py): cells placed on both workers and recorded with their node and
+GPUs, a cell no node holds refused before the night starts, and a worker lost mid-cell."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from tests.ray_cluster import Cluster
+
+    found = Cluster(workers=2, gpus=2, cpus=1)
+    yield found
+    found.stop()
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    """A shrunk Llama 3.1 of random weights (pipeline/models/zoo.py): a second model family."""
+    from pipeline.models.zoo import build
+
+    return build("llama3.1-8b", tmp_path_factory.mktemp("zoo") / "llama31")
+
+
+def _matrix(tmp_path, models, name="m.yaml", **changes) -> str:
+    light = {"eval.tasks": [], "calibration.num_samples": 8}  # drift only; a short calibration
+    data = {
+        "models": models,
+        "recipes": ["fp8", "gptq"],
+        "stages": ["quantize", "eval"],
+        "eval_backend": "hf",
+        "cells": [
+            {"model": m, "recipe": r, "recipe_overrides": light}
+            for m in models
+            if m != "tiny-llama"
+            for r in ("fp8", "gptq")
+        ],
+        **changes,
+    }
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def _as_cell(row: dict):
+    """What log_name reads of a cell, from its store row."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(model=row["model"], name=row["cell"])
+
+
+def _env(cluster) -> dict:
+    """The driver's: the cluster's token as a team has it, RAY_AUTH_MODE left to the nightly."""
+    return {"RAY_AUTH_TOKEN": cluster.env["RAY_AUTH_TOKEN"], "RAY_ADDRESS": cluster.address}
+
+
+def test_cells_spread_over_the_workers_and_record_where_they_ran(
+    cluster, postgres, zoo, evaluated, session_runs, tmp_path
+):
+    from pipeline.nightly.store import Store
+
+    evaluated("fp8"), evaluated("gptq")  # tiny-llama's cells find their stages cached
+    db = postgres.database()
+    matrix = _matrix(tmp_path, ["tiny-llama", str(zoo)])
+    result = cli("nightly", "--db", db, "--matrix", matrix, "--executor", "ray",
+                 runs=session_runs, env=_env(cluster), timeout=1800, fresh=True)  # fmt: skip
+    # 3: the zoo model's random weights fail the quality gates (they mean nothing); it ran
+    assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
+    store = Store(db)
+    (run,) = store.run_ids()
+    cells = store.cells_of(run["id"])
+    status = {(c["model"], c["cell"]): c["status"] for c in cells}
+    zoo_failed = {(str(zoo), r): "gate_failed" for r in ("fp8", "gptq")}
+    assert status == {("tiny-llama", "fp8"): "ok", ("tiny-llama", "gptq"): "ok", **zoo_failed}
+    workers = {n["NodeID"][:12] for n in cluster.alive() if n["Resources"].get("GPU")}
+    ran_on = {c["node"].split("/")[-1] for c in cells}
+    assert ran_on == workers  # both workers, never the head
+    assert all(len(c["gpus"]) == 1 and c["gpus"][0] in ("0", "1") for c in cells)  # Ray's ids
+    assert store.metrics_of(run["id"], str(zoo), "gptq")["kl_mean"].value > 0
+
+
+def test_a_cell_no_node_holds_is_refused_before_the_night(
+    cluster, postgres, session_runs, tmp_path
+):
+    from pipeline.nightly.store import Store
+
+    db = postgres.database()
+    cells = [{"model": "tiny-llama", "recipe": "fp8", "gpus": 3}]
+    matrix = _matrix(tmp_path, ["tiny-llama"], cells=cells)
+    result = cli("nightly", "--db", db, "--matrix", matrix, "--executor", "ray",
+                 runs=session_runs, env=_env(cluster), timeout=600, fresh=True)  # fmt: skip
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    said = result.stderr.strip().splitlines()
+    assert len(said) == 1 and "holds 3 GPUs on one node; no node has them" in said[0]
+    assert said[0].count("2 GPUs") == 2 and "0 GPUs" in said[0]  # the shapes it saw
+    assert Store(db).run_ids() == []  # nothing recorded: the night never started
+
+
+def test_a_worker_lost_mid_cell_is_retried_or_failed_and_the_night_completes(
+    cluster, postgres, zoo, session_runs, tmp_path
+):
+    """Two slow cells, one on each worker; worker 2 is killed once both have started. Its cell
+    is retried on worker 1 (Ray's max_retries=1) or recorded as failed with Ray's reason."""
+    from pipeline.nightly.cell import log_name
+    from pipeline.nightly.store import Store
+
+    db = postgres.database()
+    slow = {"calibration.num_samples": 1024, "eval.tasks": []}  # ~40 s each: they overlap
+    cells = [{"model": str(zoo), "recipe": "gptq", "name": f"slow{i}",
+              "recipe_overrides": {**slow, "calibration.seed": i}} for i in (1, 2)]  # fmt: skip
+    matrix = _matrix(tmp_path, [str(zoo)], recipes=["fp8"], cells=cells, stages=["quantize"])
+    env = {**os.environ, **_env(cluster), "RUNS_DIR": str(session_runs)}
+    env.pop("RAY_AUTH_MODE", None)
+    cmd = [sys.executable, "-m", "pipeline", "nightly", "--db", db, "--matrix", matrix,
+           "--executor", "ray"]  # fmt: skip
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    driver = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, **pipes)
+    logs = session_runs / "nightly" / "logs"
+    deadline = time.time() + 600
+    while time.time() < deadline:  # both slow cells running at once, one on each worker
+        texts = [p.read_text() for p in logs.rglob("*slow*.log")]
+        if len(texts) == 2 and not any('"schema_version"' in t for t in texts):
+            break
+        time.sleep(1)
+    else:
+        pytest.fail("the two slow cells never ran at the same time")
+    cluster.kill(2)
+    try:
+        out, err = driver.communicate(timeout=1500)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert driver.returncode in (0, 1), out[-3000:] + err[-3000:]  # completed: ok, or a cell failed
+    store = Store(db)
+    (run,) = store.run_ids()
+    assert run["ended"]  # the night completed
+    cells = {c["cell"]: c for c in store.cells_of(run["id"])}
+    assert set(cells) == {"fp8", "slow1", "slow2"}  # each recorded once
+    survivor = next(n["NodeID"][:12] for n in cluster.alive() if n["Resources"].get("GPU"))
+    for c in cells.values():
+        if c["status"] != "ok":
+            assert c["error"].startswith("ray:"), c  # failed with Ray's reason
+    # the kill landed mid-cell: a cell started twice (its retry, on the survivor) or failed
+    attempts = {p.name: p.read_text().count("\n$ ") for p in logs.rglob("*slow*.log")}
+    retried = [c for c in cells.values() if attempts.get(log_name(_as_cell(c))) == 2]
+    assert retried or any(c["status"] != "ok" for c in cells.values()), attempts
+    for c in retried:
+        assert c["status"] == "ok" and c["node"].endswith(survivor), c
