@@ -250,10 +250,12 @@ def _measured_serve(model_name, recipe_name, hw: Hardware, price, ask) -> dict |
 
 def _serve_dirs(model_name: str, recipe_dir: str) -> list[RunDir]:
     """Where a side was served: its own run dir; the original, beside any recipe."""
+    from pipeline.core import objectstore
     from pipeline.core.paths import runs_root
 
     if recipe_dir != "original":
         return [RunDir(model_name, recipe_dir)]
+    objectstore.pull(model_name)  # in object storage: every run of the model, to look through
     return [RunDir(model_name, p.name) for p in sorted((runs_root() / model_name).glob("*"))]
 
 

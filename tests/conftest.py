@@ -52,6 +52,39 @@ def postgres():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def s3():
+    """moto's S3 server on 127.0.0.1 (the S3 API itself, not a mock of fsspec); `.env` points
+    boto at it, `.bucket()` makes a fresh bucket and gives its s3:// URL."""
+    import uuid
+
+    from moto.server import ThreadedMotoServer
+
+    from tests.postgres import _free_port
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
+           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+
+    class S3:
+        def __init__(self):
+            self.env = env
+
+        def bucket(self) -> str:
+            import boto3
+
+            name = f"b-{uuid.uuid4().hex[:12]}"
+            boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                         aws_access_key_id="test", aws_secret_access_key="test"
+                         ).create_bucket(Bucket=name)  # fmt: skip
+            return f"s3://{name}"
+
+    yield S3()
+    server.stop()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request, tmp_path):
     """An empty results database: SQLite in a file, and PostgreSQL."""

@@ -12,7 +12,23 @@ VLLM_SCRIPTS = REPO / "pipeline" / "vllm_scripts"
 
 
 def runs_root() -> Path:
+    """RUNS_DIR (default ./runs); for object storage (s3://…) its local mirror, which the run
+    folders sync with (core/objectstore.py)."""
+    if remote := runs_url():
+        return mirror_root(remote)
     return Path(os.environ.get("RUNS_DIR") or Path.cwd() / "runs").resolve()
+
+
+def runs_url() -> str | None:
+    """RUNS_DIR when it names object storage (scheme://…), else None."""
+    found = os.environ.get("RUNS_DIR") or ""
+    return found.rstrip("/") if "://" in found else None
+
+
+def mirror_root(remote: str) -> Path:
+    """Where run folders stored at `remote` are worked on: under the cache."""
+    scheme, _, rest = remote.partition("://")
+    return cache_root() / "runs-mirror" / scheme / rest
 
 
 def generated_recipes() -> Path:

@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from pipeline.core import objectstore
 from pipeline.core.errors import UserError
 from pipeline.core.files import exclusive_lock, folder_bytes, write_json_atomic
 from pipeline.core.paths import runs_root
@@ -75,6 +76,10 @@ class RunDir:
     def __init__(self, model_name: str, recipe_name: str, root: Path | None = None):
         self.path = (root or runs_root()) / model_name / recipe_name
         self.manifest_path = self.path / "manifest.json"
+        # in object storage (RUNS_DIR=s3://…): this run and its model's original, fetched
+        self._synced = [] if root else [f"{model_name}/original", f"{model_name}/{recipe_name}"]
+        for rel in self._synced:
+            objectstore.pull(rel)
 
     def check_writable(self) -> None:
         """Refuse up front (nothing created) where this run's folder cannot be made or written."""
@@ -114,6 +119,8 @@ class RunDir:
 
     def write(self, m: Manifest) -> None:
         write_json_atomic(self.manifest_path, m.model_dump(mode="json"))
+        for rel in self._synced:  # the original's references, then this run: its manifest last
+            objectstore.push(rel)
 
     def cached(self, stage: str, fingerprint: str) -> StageEntry | None:
         """The done entry with these inputs whose outputs still exist, if any."""

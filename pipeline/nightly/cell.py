@@ -15,8 +15,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pipeline.config.flags import to_argv
+from pipeline.core import objectstore
 from pipeline.core.outcome import Outcome
-from pipeline.core.paths import REPO
+from pipeline.core.paths import REPO, runs_root
 from pipeline.nightly import envs
 from pipeline.nightly.matrix import Cell
 
@@ -31,9 +32,14 @@ def execute(
         return {"model": cell.model, "cell": cell.name, "recipe": cell.recipe,
                 "overrides_sha": cell.overrides_sha, "status": "failed", "error": why,
                 "stages": {}, "metrics": [], "where": place}  # fmt: skip
+    objectstore.pull("nightly/recipes")  # a worker's mirror: the driver's overridden recipes
     log = Path(log_dir) / log_name(cell)
     log.parent.mkdir(parents=True, exist_ok=True)
-    outcome, tail, timed_out = _run(cell, log, timeout_s)
+    try:
+        outcome, tail, timed_out = _run(cell, log, timeout_s)
+    finally:  # the log where the driver reads it, in object storage too
+        if objectstore.runs_url() and log.parent.is_relative_to(runs_root()):
+            objectstore.push(log.parent.relative_to(runs_root()).as_posix())
     result = {
         "model": cell.model,
         "cell": cell.name,

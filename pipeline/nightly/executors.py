@@ -134,7 +134,14 @@ def _connect(ray) -> None:
     address = os.environ.get("RAY_ADDRESS")
     if not address:
         os.environ.pop("RAY_ADDRESS", None)  # empty means unset for us; Ray might disagree
-    names = ("RUNS_DIR", "PIPELINE_CACHE", "HF_HOME", "HF_TOKEN", "HF_HUB_OFFLINE")
+    names = (
+        "RUNS_DIR",
+        "PIPELINE_CACHE",
+        "HF_HOME",
+        "HF_TOKEN",
+        "HF_HUB_OFFLINE",
+        *(k for k in os.environ if k.startswith("AWS_")),
+    )  # run folders in S3: its access
     env = {k: os.environ[k] for k in names if k in os.environ}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING}  # our lines, not Ray's

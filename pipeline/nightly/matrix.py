@@ -16,6 +16,7 @@ from pydantic import Field, create_model
 from pipeline.config import recipe as recipes
 from pipeline.config.recipe import ServeSettings
 from pipeline.config.strict import Strict, display, load_yaml, validated
+from pipeline.core import objectstore
 from pipeline.core.errors import UserError
 from pipeline.core.files import sha256_json, sha256_text
 from pipeline.core.paths import NIGHTLY_MATRIX, runs_root
@@ -183,4 +184,5 @@ def _write_overridden(rf, overrides: dict, digest: str) -> Path:
         tmp.write_text(text)
         tmp.replace(path)
     recipes.load(str(path))  # an override that breaks the recipe fails here, in one line
+    objectstore.push("nightly/recipes")  # RUNS_DIR in object storage: for the workers
     return path

@@ -16,7 +16,7 @@ import socket
 import threading
 from collections.abc import Iterator
 
-from pipeline.core import environment
+from pipeline.core import environment, objectstore
 from pipeline.core.errors import UserError
 from pipeline.core.paths import runs_root
 from pipeline.nightly import executors, matrix, regress
@@ -71,6 +71,7 @@ def _night(m, sha: str, cells: list, store: Store, runner, new: bool) -> tuple[s
             lambda result: store.record_cell(run_id, result),
             lambda cell: store.claim(run_id, cell.model, cell.name, owner),
         )
+    objectstore.pull(f"nightly/logs/{run_id}")  # the workers' logs, from object storage
     left = {(c.model, c.name) for c in cells} - {
         (c["model"], c["cell"]) for c in store.cells_of(run_id)
     }

@@ -108,6 +108,37 @@ def test_a_cell_no_node_holds_is_refused_before_the_night(
     assert Store(db).run_ids() == []  # nothing recorded: the night never started
 
 
+def test_run_folders_in_object_storage_reach_the_driver(cluster, postgres, s3, quantized, tmp_path):
+    """RUNS_DIR=s3://… (moto's S3 server): the cell runs on a worker, its run folder goes to
+    the bucket; with the driver's own copy deleted, `make report` and `make publish` work from
+    what the bucket holds."""
+    import shutil
+
+    from pipeline.core.paths import mirror_root
+
+    quantized("fp8")  # the tiny model built (its cache), not this bucket's run
+    url = s3.bucket() + "/runs"
+    env = {**_env(cluster), **s3.env, "RUNS_DIR": url}
+    db = postgres.database()
+    matrix = _matrix(tmp_path, ["tiny-llama"], recipes=["fp8"], cells=[])
+    unused = tmp_path / "unused"
+    unused.mkdir()
+    result = cli("nightly", "--db", db, "--matrix", matrix, "--executor", "ray",
+                 runs=unused, env=env, timeout=1800, fresh=True)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "ran on" in result.stdout  # its log came back from the bucket too
+    shutil.rmtree(mirror_root(url) / "tiny-llama")  # what follows reads the bucket
+    report = cli("report", "--db", db, "--out", str(tmp_path / "reports"), runs=unused, env=env)
+    assert report.returncode == 0, report.stderr[-2000:]
+    dest = tmp_path / "published"
+    # no serve stage in this matrix: published anyway, as the card then says
+    published = cli("publish", "--recipe", "fp8", "--repo", f"file://{dest}", "--ignore-gates",
+                    runs=unused, env=env, timeout=600)  # fmt: skip
+    assert published.returncode == 0, published.stdout[-2000:] + published.stderr[-2000:]
+    assert (dest / "README.md").is_file() and list(dest.glob("*.safetensors"))
+    assert not any(unused.iterdir())
+
+
 def test_a_worker_lost_mid_cell_is_retried_or_failed_and_the_night_completes(
     cluster, postgres, zoo, session_runs, tmp_path
 ):
