@@ -193,11 +193,12 @@ def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dic
 
 
 def _scoring_bytes(config: dict, s) -> int:
-    """What scoring holds beside the float32 model on CPU: a batch's logits and their log-probs
-    (float32, every vocabulary entry), one window's log-probs in float64 for the drift, and the
-    runtime. Measured at Llama-3-8B's vocabulary (128,256): 8.6 GiB peak, planned 7.8."""
+    """What scoring holds beside the float32 model on CPU: a batch's logits (float32, every
+    vocabulary entry), the log-probs of the window being scored and of the one before it (the
+    scorer's), and the runtime. At Llama-3-8B's vocabulary (128,256): 7.6 GiB peak measured, 6.8
+    planned (2026-12-03; a batch's log-probs whole and a window in float64: 8.6 GiB before)."""
     vocab, context = geometry.of(config).vocab, s.context_length
-    return EVAL_BATCH * context * vocab * 4 * 2 + context * vocab * 8 + memory.RUNTIME
+    return (EVAL_BATCH + 2) * context * vocab * 4 + memory.RUNTIME
 
 
 def _serve(q, gpus, original: int, artifact: int, refusals: list) -> dict:
@@ -257,7 +258,10 @@ def _eval_time(q, backend: str, per_split: int) -> tuple[float | None, str]:
         q.config, q.recipe, windows * s.context_length, s.context_length, hw, backend=backend
     )
     overhead = timing.observed(f"eval-{backend}")
-    seconds, how = timing.estimate(work, overhead, f"{windows} windows a side on {hw.name}")
+    what = f"{windows} windows a side on {hw.name}"
+    if backend == "hf" and hw.peak_flops.get("fp32"):
+        what += f", float32 at {timing.HF_CPU_FORWARD_SHARE:.0%} of its probed matmul rate"
+    seconds, how = timing.estimate(work, overhead, what)
     if s.tasks and overhead and overhead["tasks_seconds"]:
         seconds += overhead["tasks_seconds"]
         how += f" + lm-eval tasks as measured there ({overhead['tasks_seconds']:.0f} s, a floor)"

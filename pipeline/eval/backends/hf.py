@@ -28,8 +28,9 @@ def logprobs(model, windows: torch.Tensor, batch_size: int = 4) -> Iterator[torc
     device = next(model.parameters()).device
     with torch.inference_mode():
         for batch in windows.split(batch_size):
-            logits = model(input_ids=batch.to(device)).logits[:, :-1].float()
-            yield from torch.log_softmax(logits, dim=-1).cpu()
+            logits = model(input_ids=batch.to(device)).logits.float()
+            for window in logits:  # a window's log-probs at a time: a batch's would double it
+                yield torch.log_softmax(window[:-1], dim=-1).cpu()
 
 
 def describe(model) -> dict:

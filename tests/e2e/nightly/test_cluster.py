@@ -42,9 +42,12 @@ def _matrix(tmp_path, models, name="m.yaml", **changes) -> str:
         "stages": ["quantize", "eval"],
         "eval_backend": "hf",
         "cells": [
-            {"model": m, "recipe": r, "recipe_overrides": light}
+            {
+                "model": m,
+                "recipe": r,
+                "recipe_overrides": {"eval.tasks": []} if m == "tiny-llama" else light,
+            }
             for m in models
-            if m != "tiny-llama"
             for r in ("fp8", "gptq")
         ],
         **changes,
@@ -66,19 +69,33 @@ def _env(cluster) -> dict:
     return {"RAY_AUTH_TOKEN": cluster.env["RAY_AUTH_TOKEN"], "RAY_ADDRESS": cluster.address}
 
 
-def test_cells_spread_over_the_workers_and_record_where_they_ran(
-    cluster, postgres, zoo, evaluated, session_runs, tmp_path
-):
+@pytest.fixture(scope="module")
+def night(cluster, postgres, s3, zoo, tiny_model, tmp_path_factory):
+    """The 2 models × 2 recipes quantize + eval matrix on the cluster, its run folders in a
+    bucket of moto's S3 server (RUNS_DIR=s3://…), its history in PostgreSQL. `unused` is the
+    driver's RUNS_DIR had it been local: nothing may land there."""
+    from types import SimpleNamespace
+
+    tmp = tmp_path_factory.mktemp("night")
+    url = s3.bucket() + "/runs"
+    env = {**_env(cluster), **s3.env, "RUNS_DIR": url}
+    db = postgres.database()
+    matrix = _matrix(tmp, ["tiny-llama", str(zoo)])
+    unused = tmp / "unused"
+    unused.mkdir()
+    result = cli("nightly", "--db", db, "--matrix", matrix, "--executor", "ray",
+                 runs=unused, env=env, timeout=1800, fresh=True)  # fmt: skip
+    return SimpleNamespace(db=db, url=url, env=env, result=result, unused=unused, tmp=tmp)
+
+
+def test_cells_spread_over_the_workers_and_record_where_they_ran(cluster, night, zoo):
     from pipeline.nightly.store import Store
 
-    evaluated("fp8"), evaluated("gptq")  # tiny-llama's cells find their stages cached
-    db = postgres.database()
-    matrix = _matrix(tmp_path, ["tiny-llama", str(zoo)])
-    result = cli("nightly", "--db", db, "--matrix", matrix, "--executor", "ray",
-                 runs=session_runs, env=_env(cluster), timeout=1800, fresh=True)  # fmt: skip
+    result = night.result
     # 3: the zoo model's random weights fail the quality gates (they mean nothing); it ran
     assert result.returncode == 3, result.stdout[-3000:] + result.stderr[-3000:]
-    store = Store(db)
+    assert "ran on" in result.stdout  # the cells' logs came back from the bucket
+    store = Store(night.db)
     (run,) = store.run_ids()
     cells = store.cells_of(run["id"])
     status = {(c["model"], c["cell"]): c["status"] for c in cells}
@@ -89,6 +106,32 @@ def test_cells_spread_over_the_workers_and_record_where_they_ran(
     assert ran_on == workers  # both workers, never the head
     assert all(len(c["gpus"]) == 1 and c["gpus"][0] in ("0", "1") for c in cells)  # Ray's ids
     assert store.metrics_of(run["id"], str(zoo), "gptq")["kl_mean"].value > 0
+
+
+def test_report_and_publish_from_the_driver_read_the_bucket(night):
+    """With the driver's own copy of the run folders deleted, `make report` and `make publish`
+    work from what the bucket holds."""
+    import shutil
+
+    from pipeline.core.files import sha256_json
+    from pipeline.core.paths import mirror_root
+
+    assert night.result.returncode == 3, night.result.stderr[-2000:]
+    shutil.rmtree(mirror_root(night.url) / "tiny-llama")
+    out = night.tmp / "reports"
+    report = cli("report", "--db", night.db, "--out", str(out), runs=night.unused, env=night.env)
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert "tiny-llama" in "".join(p.read_text() for p in out.rglob("*.md"))
+    dest = night.tmp / "published"
+    # the cell's recipe: gptq with the matrix's overrides, written by the driver beside the runs
+    digest = sha256_json({"eval.tasks": []})[:8]
+    recipe = mirror_root(night.url) / "nightly" / "recipes" / f"gptq-{digest}.yaml"
+    # no serve stage in this matrix: published anyway, as the card then says
+    published = cli("publish", "--recipe", str(recipe), "--repo", f"file://{dest}",
+                    "--ignore-gates", runs=night.unused, env=night.env, timeout=600)  # fmt: skip
+    assert published.returncode == 0, published.stdout[-2000:] + published.stderr[-2000:]
+    assert (dest / "README.md").is_file() and list(dest.glob("*.safetensors"))
+    assert not any(night.unused.iterdir())
 
 
 def test_a_cell_no_node_holds_is_refused_before_the_night(
@@ -108,42 +151,12 @@ def test_a_cell_no_node_holds_is_refused_before_the_night(
     assert Store(db).run_ids() == []  # nothing recorded: the night never started
 
 
-def test_run_folders_in_object_storage_reach_the_driver(cluster, postgres, s3, quantized, tmp_path):
-    """RUNS_DIR=s3://… (moto's S3 server): the cell runs on a worker, its run folder goes to
-    the bucket; with the driver's own copy deleted, `make report` and `make publish` work from
-    what the bucket holds."""
-    import shutil
-
-    from pipeline.core.paths import mirror_root
-
-    quantized("fp8")  # the tiny model built (its cache), not this bucket's run
-    url = s3.bucket() + "/runs"
-    env = {**_env(cluster), **s3.env, "RUNS_DIR": url}
-    db = postgres.database()
-    matrix = _matrix(tmp_path, ["tiny-llama"], recipes=["fp8"], cells=[])
-    unused = tmp_path / "unused"
-    unused.mkdir()
-    result = cli("nightly", "--db", db, "--matrix", matrix, "--executor", "ray",
-                 runs=unused, env=env, timeout=1800, fresh=True)  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "ran on" in result.stdout  # its log came back from the bucket too
-    shutil.rmtree(mirror_root(url) / "tiny-llama")  # what follows reads the bucket
-    report = cli("report", "--db", db, "--out", str(tmp_path / "reports"), runs=unused, env=env)
-    assert report.returncode == 0, report.stderr[-2000:]
-    dest = tmp_path / "published"
-    # no serve stage in this matrix: published anyway, as the card then says
-    published = cli("publish", "--recipe", "fp8", "--repo", f"file://{dest}", "--ignore-gates",
-                    runs=unused, env=env, timeout=600)  # fmt: skip
-    assert published.returncode == 0, published.stdout[-2000:] + published.stderr[-2000:]
-    assert (dest / "README.md").is_file() and list(dest.glob("*.safetensors"))
-    assert not any(unused.iterdir())
-
-
 def test_a_worker_lost_mid_cell_is_retried_or_failed_and_the_night_completes(
-    cluster, postgres, zoo, session_runs, tmp_path
+    cluster, postgres, s3, zoo, tmp_path
 ):
     """Two slow cells, one on each worker; worker 2 is killed once both have started. Its cell
     is retried on worker 1 (Ray's max_retries=1) or recorded as failed with Ray's reason."""
+    from pipeline.core.paths import mirror_root
     from pipeline.nightly.cell import log_name
     from pipeline.nightly.store import Store
 
@@ -152,13 +165,14 @@ def test_a_worker_lost_mid_cell_is_retried_or_failed_and_the_night_completes(
     cells = [{"model": str(zoo), "recipe": "gptq", "name": f"slow{i}",
               "recipe_overrides": {**slow, "calibration.seed": i}} for i in (1, 2)]  # fmt: skip
     matrix = _matrix(tmp_path, [str(zoo)], recipes=["fp8"], cells=cells, stages=["quantize"])
-    env = {**os.environ, **_env(cluster), "RUNS_DIR": str(session_runs)}
+    url = s3.bucket() + "/runs"
+    env = {**os.environ, **_env(cluster), **s3.env, "RUNS_DIR": url}
     env.pop("RAY_AUTH_MODE", None)
     cmd = [sys.executable, "-m", "pipeline", "nightly", "--db", db, "--matrix", matrix,
            "--executor", "ray"]  # fmt: skip
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     driver = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, **pipes)
-    logs = session_runs / "nightly" / "logs"
+    logs = mirror_root(url) / "nightly" / "logs"  # the workers' (this host's one cache)
     deadline = time.time() + 600
     while time.time() < deadline:  # both slow cells running at once, one on each worker
         texts = [p.read_text() for p in logs.rglob("*slow*.log")]

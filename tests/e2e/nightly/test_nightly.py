@@ -1,6 +1,7 @@
 """Nightly jobs on tiny-llama: the default matrix twice (the second compares with the first), a
 deliberately worse cell flagged with exit 1, an interrupted run resumed, the report's plots,
-two writers on one SQLite store, and the Ray executor on a local Ray (CPU)."""
+two writers on one SQLite store, two drivers on one PostgreSQL store, and the Ray executor on a
+local Ray (CPU)."""
 
 import json
 import os
@@ -184,3 +185,27 @@ def test_bad_matrix_is_one_line_exit_2(tmp_path):
     result = cli("nightly", "--matrix", bad, "--db", f"sqlite:///{tmp_path}/x.db", runs=tmp_path)
     assert result.returncode == 2 and "unknown recipe 'nope'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_two_drivers_on_one_matrix_record_every_cell_once(
+    default_twice, postgres, session_runs, tmp_path
+):
+    """Two `pipeline nightly` started together on the shipped matrix and one PostgreSQL store:
+    one run, every cell recorded once by whichever driver claimed it, neither crashes."""
+    from pipeline.nightly.store import Store
+
+    db = postgres.database()
+    cmd = [sys.executable, "-m", "pipeline", "nightly", "--db", db, "--matrix", _matrix(tmp_path)]
+    env = {**os.environ, "RUNS_DIR": str(session_runs)}
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    drivers = [subprocess.Popen(cmd, cwd=REPO, env=env, **pipes) for _ in range(2)]
+    said = [d.communicate(timeout=1200) for d in drivers]
+    for driver, (out, err) in zip(drivers, said, strict=True):
+        assert driver.returncode == 0, out[-2000:] + err[-2000:]
+    store = Store(db)
+    (run,) = store.run_ids()
+    recorded = sorted((c["model"], c["cell"]) for c in store.cells_of(run["id"]))
+    assert recorded == [("tiny-llama", "fp8"), ("tiny-llama", "gptq")]
+    assert run["ended"]
+    firsts = [out.splitlines()[0] for out, _ in said]
+    assert all(f"nightly run {run['id']} (" in line for line in firsts), firsts
