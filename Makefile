@@ -30,6 +30,7 @@ RECIPE_ARG := $(if $(ARTIFACT),$(if $(filter command line environment,$(origin R
 TARGET     := --model $(MODEL) $(RECIPE_ARG) $(if $(ARTIFACT),--artifact "$(ARTIFACT)")
 
 .PHONY: setup quantize eval serve run search publish nightly report plan advise recipes models schemas gpu-check gpu-wheels \
+	docs docs-serve docs-pages \
 	test test-fast lint clean clean-cache
 
 # The two envs side by side: installs wait on unpacking and disk as much as on a core.
@@ -152,6 +153,19 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check pipeline tests benchmarks
 	$(VENV)/bin/ruff format --check pipeline tests benchmarks
 	$(VENV)/bin/lint-imports --no-cache  # the layers: pyproject.toml [tool.importlinter]
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet  # a broken link or a page left out fails
+
+# The docs site (mkdocs-material, mkdocs.yml): built into site/, or served on 127.0.0.1:8000
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
+
+# docs/commands/ and docs/reference/ from the parser, recipes/ and the model aliases (a unit
+# test fails when they are stale)
+docs-pages: $(VENV)/.installed
+	$(VENV)/bin/python -m pipeline.cli.docs_pages
 
 # older eval/serve results of every run dir (the latest is always kept):
 # make clean-cache [ARGS="--keep 3 --max-mib 500"]

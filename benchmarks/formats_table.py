@@ -1,4 +1,4 @@
-"""The README's drift-and-size table, per format, from the run folders that hold them.
+"""The drift-and-size table of docs/recipes.md, per format, from the run folders that hold them.
 
     .venv/bin/python benchmarks/formats_table.py [RUNS_DIR] [MODEL]   # default runs tiny-llama
 

@@ -8,7 +8,7 @@ weights, 1 GB shards). Each row is one `python -m pipeline quantize` process wit
 RUNS_DIR: peak RSS as the manifest records it (the process's ru_maxrss) and as
 `/usr/bin/time -f %M` sees it, the `--dry-run` plan, their ratio, wall time and params/s.
 `--gptq` adds GPTQ W4A16 with 16 × 256 calibration tokens (~10 minutes per layer on 2 cores).
-The README's "Quantizing at real size" table comes from here.
+The table of docs/real-size.md comes from here.
 """
 
 import argparse

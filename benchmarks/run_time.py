@@ -4,7 +4,7 @@ already built, as after `make setup`), then each stage re-run warm (all cached).
     .venv/bin/python benchmarks/run_time.py [RECIPE] [WARM_REPEATS]     (default fp8, 3)
 
 Prints the cold run's wall time and each stage's share (from the outcome), then the median
-(and range) wall time of a warm `quantize`, `eval`, `serve` and `run` command. The README's
+(and range) wall time of a warm `quantize`, `eval`, `serve` and `run` command. docs/guide/serve.md's
 figures come from here.
 """
 

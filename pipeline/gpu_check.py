@@ -7,7 +7,7 @@ RUNS_DIR in a fresh folder): on tiny-llama, model-free FP8 and GPTQ (oneshot, ca
 the GPU) quantize and the hf eval of both on the GPU; on a one-layer model of Llama-3-8B's
 shapes (pipeline/models/realshape.py), FP8 quantize and its hf eval; where the serving env
 exists, the vLLM eval and a short paired serve on tiny-llama. A step that cannot run says why
-(no serving env: a bare GPU machine, see the README's "gpu-check on a bare GPU machine").
+(no serving env: a bare GPU machine, see docs/environments.md, "On a bare GPU machine").
 Refuses with exit 4 where no GPU is visible to this process: it proves nothing on a CPU.
 """
 

@@ -18,6 +18,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from pipeline.cli import help_texts
 from pipeline.config.advise_settings import AdviseSettings
 from pipeline.config.capacity_settings import PlanSettings
 from pipeline.config.recipe import ServeSettings
@@ -79,15 +80,18 @@ def _parser() -> argparse.ArgumentParser:
 
     fmt = argparse.RawDescriptionHelpFormatter
     p = _Parser(
-        prog="pipeline",
-        description=__doc__.splitlines()[0],
-        epilog=EXIT_CODES_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="pipeline", description=help_texts.TOOL, epilog=EXIT_CODES_HELP, formatter_class=fmt
     )
     sub = p.add_subparsers(required=True, metavar="COMMAND", parser_class=_Parser, dest="command")
 
-    def command(name: str, func, help_text: str) -> argparse.ArgumentParser:
-        c = sub.add_parser(name, help=help_text, epilog=EXIT_CODES_HELP, formatter_class=fmt)
+    def command(name: str, func) -> argparse.ArgumentParser:
+        c = sub.add_parser(
+            name,
+            help=help_texts.COMMANDS[name].summary,
+            description=help_texts.description(name),
+            epilog=EXIT_CODES_HELP,
+            formatter_class=fmt,
+        )
         c.set_defaults(func=func)
         c.add_argument(
             "-v", "--verbose", action="store_true", help="library logs on the terminal too"
@@ -95,10 +99,10 @@ def _parser() -> argparse.ArgumentParser:
         c.add_argument("--debug", action="store_true", help="a traceback with every error")
         return c
 
-    command("recipes", cmd_recipes, "list the shipped recipes")
-    command("models", cmd_models, "list model aliases")
+    command("recipes", cmd_recipes)
+    command("models", cmd_models)
 
-    q = command("quantize", cmd_quantize, "quantize a model with a recipe (or --import one)")
+    q = command("quantize", cmd_quantize)
     _model_args(q, "--import")
     q.add_argument("--num-samples", type=int, help="override the recipe's calibration samples")
     q.add_argument("--max-seq-length", type=int, help="override the recipe's sequence length")
@@ -110,14 +114,14 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--dry-run", action="store_true", help="print the plan; load no weights")
     q.add_argument("--json", action="store_true", help="the outcome (with --dry-run: the plan)")
 
-    e = command("eval", cmd_eval, "quality drift vs the original (quantizes first if needed)")
+    e = command("eval", cmd_eval)
     _model_args(e)
     e.add_argument("--backend", choices=["hf", "vllm"], help="default: the recipe's eval.backend")
     e.add_argument("--force", action="store_true", help="redo the evaluation even if cached")
     e.add_argument("--json", action="store_true", help="print the outcome as JSON")
     _dry_run_arg(e)
 
-    sv = command("serve", cmd_serve, "vLLM memory and throughput vs the original")
+    sv = command("serve", cmd_serve)
     _model_args(sv)
     flags.add(sv, ServeSettings)
     sv.add_argument("--port", type=flags.port, help="server port (default: a free one)")
@@ -125,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--json", action="store_true", help="print the outcome as JSON")
     _dry_run_arg(sv)
 
-    rn = command("run", cmd_run, "quantize → eval → serve, reusing what is cached")
+    rn = command("run", cmd_run)
     _model_args(rn)
     rn.add_argument("--backend", choices=["hf", "vllm"], help="eval backend")
     rn.add_argument("--stages", default="eval,serve", help="after quantize (default eval,serve)")
@@ -139,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     _dry_run_arg(rn)
     rn.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
-    se = command("search", cmd_search, "mixed precision per layer group within a bits budget")
+    se = command("search", cmd_search)
     se.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
     se.add_argument("--revision", help="hub revision (branch, tag or commit)")
     se.add_argument(
@@ -152,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--force", action="store_true", help="re-measure the sensitivities")
     se.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
-    pb = command("publish", cmd_publish, "artifact + model card to the hub or a local folder")
+    pb = command("publish", cmd_publish)
     _model_args(pb)
     pb.add_argument("--repo", help="org/name, hf://org/name or file:///path")
     pb.add_argument("--private", action="store_true", help="create the hub repo private")
@@ -169,18 +173,18 @@ def _parser() -> argparse.ArgumentParser:
     pb.add_argument("--dry-run", action="store_true", help="write the card and file list only")
     pb.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
-    nt = command("nightly", cmd_nightly, "the models × recipes matrix, into the results store")
+    nt = command("nightly", cmd_nightly)
     nt.add_argument("--matrix", help="matrix file (default evals/nightly.yaml)")
     nt.add_argument("--executor", default="local", help="local | ray (RAY_ADDRESS, or a local Ray)")
     nt.add_argument("--db", help="SQLAlchemy URL (default: the matrix's store; $NIGHTLY_DB wins)")
     nt.add_argument("--new", action="store_true", help="start a new run, do not resume")
     nt.add_argument("--pin-baseline", metavar="RUN_ID", help="pin a run (or 'latest') and exit")
 
-    rp = command("report", cmd_report, "HTML + Markdown report with plots from the store")
+    rp = command("report", cmd_report)
     rp.add_argument("--db", help="SQLAlchemy URL (default sqlite:///runs/nightly.db)")
     rp.add_argument("--out", default="reports", help="folder for <date>/index.html")
 
-    pl = command("plan", cmd_plan, "GPUs and users per recipe, from the model config alone")
+    pl = command("plan", cmd_plan)
     pl.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
     pl.add_argument("--recipe", action="append", help="recipe(s); default: every shipped one")
     pl.add_argument("--kv-dtype", action="append", help="auto (16-bit) and/or fp8; default both")
@@ -192,17 +196,17 @@ def _parser() -> argparse.ArgumentParser:
     flags.add(pl, PlanSettings, default_label="default")
     pl.add_argument("--json", action="store_true")
 
-    ad = command("advise", cmd_advise, "which recipe, how many GPUs, $ per 1M tokens, quality")
+    ad = command("advise", cmd_advise)
     ad.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
     ad.add_argument("--recipe", action="append", help="recipe(s); default: every shipped one")
     ad.add_argument("--gpu", default="H100-80GB", help=f"{', '.join(GPUS)}, or host (this CPU)")
     flags.add(ad, AdviseSettings, default_label="default")
     ad.add_argument("--json", action="store_true")
 
-    sc = command("schema", cmd_schema, "JSON Schema of a results file")
+    sc = command("schema", cmd_schema)
     sc.add_argument("name", choices=sorted(_schemas()), help="which file")
 
-    cc = command("clean-cache", cmd_clean_cache, "prune older eval/serve results of run dirs")
+    cc = command("clean-cache", cmd_clean_cache)
     cc.add_argument("--keep", type=int, default=1, help="results kept per stage (the latest first)")
     cc.add_argument("--max-mib", type=float, help="and at most this much per stage and run dir")
     return p

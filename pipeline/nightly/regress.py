@@ -6,7 +6,7 @@ quality     worse by more than `quality_sigma` combined standard errors, âˆš(seâ
 throughput  the quantized / original ratio of output tokens/s (and TTFT) worse by more than
             `throughput_band`, relative: both sides are measured on the same host, side by side,
             so a slower machine cancels out; the band is the run-to-run noise measured with
-            benchmarks/serve_noise.py (README, "Nightly"). Where both runs carry the standard
+            benchmarks/serve_noise.py (docs/guide/nightly.md). Where both runs carry the standard
             error of their paired repeats, also by more than `quality_sigma` combined SE: a run
             whose own repeats disagree that much has not measured a change
 memory      the checkpoint grew by more than `memory_band`, relative

@@ -1,7 +1,7 @@
 """Peak CPU RAM of a quantize run (peak RSS of the whole process), from the config alone.
 
 Each term is what the process holds at its peak; the figures were measured on Llama-3-8B's
-layer shapes and vocabulary (`benchmarks/quantize_memory.py`, README "Quantizing at real size"):
+layer shapes and vocabulary (`benchmarks/quantize_memory.py`, docs/real-size.md):
 
   runtime          the Python process with torch, transformers and llm-compressor imported
   model-free       + workers × the largest shard × SHARD_FACTOR: the shard's tensors as read,
