@@ -153,7 +153,7 @@ class Store:
                 parents=True, exist_ok=True
             )
         try:
-            self.engine = create_engine(url, connect_args=_connect_args(url))
+            self.engine = create_engine(_pinned_driver(url), connect_args=_connect_args(url))
             if url.startswith("sqlite"):
                 event.listen(self.engine, "connect", _sqlite_pragmas)
             schema.upgrade(self.engine)
@@ -401,6 +401,15 @@ def _safe(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except exc.ArgumentError:
         return repr(url)
+
+
+def _pinned_driver(url: str) -> str:
+    """postgresql://… (and Heroku's postgres://) means the driver we pin, psycopg 3: SQLAlchemy
+    would pick psycopg2, which is not installed."""
+    for bare in ("postgresql://", "postgres://"):
+        if url.startswith(bare):
+            return "postgresql+psycopg://" + url.removeprefix(bare)
+    return url
 
 
 def _connect_args(url: str) -> dict:

@@ -219,3 +219,12 @@ def test_an_unreachable_database_is_one_line_without_its_password(postgres):
         Store(url)
     assert "s3cret" not in str(e.value) and "\n" not in str(e.value)
     assert "results database postgresql+psycopg://team:***@127.0.0.1:1/nightly" in str(e.value)
+
+
+def test_a_plain_postgresql_url_uses_the_pinned_driver(postgres):
+    """postgresql://… as teams write it (SQLAlchemy alone would look for psycopg2)."""
+    from pipeline.nightly.store import Store
+
+    url = postgres.database().replace("postgresql+psycopg://", "postgresql://")
+    store = Store(url)
+    assert store.engine.dialect.driver == "psycopg" and store.run_ids() == []
