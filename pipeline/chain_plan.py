@@ -196,7 +196,7 @@ def _scoring_bytes(config: dict, s) -> int:
     """What scoring holds beside the float32 model on CPU: a batch's logits (float32, every
     vocabulary entry), the log-probs of the window being scored and of the one before it (the
     scorer's), and the runtime. At Llama-3-8B's vocabulary (128,256): 7.6 GiB peak measured, 6.8
-    planned (2026-12-03; a batch's log-probs whole and a window in float64: 8.6 GiB before)."""
+    planned (2026-12-03, tests/e2e/test_real_shape_chain.py)."""
     vocab, context = geometry.of(config).vocab, s.context_length
     return (EVAL_BATCH + 2) * context * vocab * 4 + memory.RUNTIME
 
@@ -259,7 +259,7 @@ def _eval_time(q, backend: str, per_split: int) -> tuple[float | None, str]:
     )
     overhead = timing.observed(f"eval-{backend}")
     what = f"{windows} windows a side on {hw.name}"
-    if backend == "hf" and hw.peak_flops.get("fp32"):
+    if timing.hf_on_cpu(backend, hw):
         what += f", float32 at {timing.HF_CPU_FORWARD_SHARE:.0%} of its probed matmul rate"
     seconds, how = timing.estimate(work, overhead, what)
     if s.tasks and overhead and overhead["tasks_seconds"]:

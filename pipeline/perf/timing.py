@@ -52,11 +52,11 @@ def observed(stage: str) -> dict | None:
 def eval_work(
     config: dict, recipe, tokens: int, context: int, hw, sides: int = 2, backend: str = "hf"
 ) -> float:
-    """The roofline seconds of scoring `tokens` tokens a side in `context`-token windows: the
-    artifact, and (sides=2) the original, whose log-probs become the reference. The hf backend
-    on a CPU computes in float32: twice the bytes of bf16 weights, at the share of float32's
-    matmul rate its forward reaches (HF_CPU_FORWARD_SHARE)."""
-    if backend == "hf" and hw.peak_flops.get("fp32"):
+    """The seconds of scoring `tokens` tokens a side in `context`-token windows: the artifact,
+    and (sides=2) the original, whose log-probs become the reference; their roofline, except
+    that the hf backend on a CPU (hf_on_cpu) computes in float32: twice the bytes of bf16
+    weights, at the share of float32's matmul rate its forward reaches (HF_CPU_FORWARD_SHARE)."""
+    if hf_on_cpu(backend, hw):
         rate = hw.peak_flops["fp32"] * HF_CPU_FORWARD_SHARE
         hw = dataclasses.replace(hw, bytes_s=hw.bytes_s / 2, peak_flops={"bf16": rate})
     windows = max(1, tokens // context)
@@ -66,6 +66,11 @@ def eval_work(
         step = bound.prefill(config, fp, hw, min(EVAL_BATCH, windows), context, "auto", 1)
         seconds += math.ceil(windows / EVAL_BATCH) * step.seconds
     return seconds
+
+
+def hf_on_cpu(backend: str, hw) -> bool:
+    """The hf backend on a host whose float32 matmul rate was probed: a CPU."""
+    return backend == "hf" and bool(hw.peak_flops.get("fp32"))
 
 
 def serve_work(config: dict, recipe, settings, hw, gpus: int = 1) -> dict:
