@@ -139,6 +139,7 @@ schemas: $(VENV)/.installed
 
 # Two workers by default, one per core here: most tests wait on a single-threaded interpreter
 # or engine start-up (tests/parallel.py). TEST_WORKERS=0: one process, in collection order.
+# On a GPU host the workers split the GPUs; a worker left without one runs unit tests only.
 # Bytecode written even where the host's environment says not to: hundreds of CLI runs
 # would each compile torch, transformers and vLLM from source (36 s an import instead of 16).
 TEST_WORKERS ?= 2

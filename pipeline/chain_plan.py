@@ -31,8 +31,11 @@ REFERENCE_GPU = "H100-80GB"  # what a GPU host would need, shown on every host
 CPU_ENGINE_EXTRA = 2 * GIB  # vLLM's CPU engine beside its weights: 1 GiB KV pool + runtime
 
 
-def build(q, stages: tuple[str, ...], backend: str | None = None) -> dict:
-    """The chain's plan for quantize stage `q` followed by `stages` (eval, serve)."""
+def build(
+    q, stages: tuple[str, ...], backend: str | None = None, serve_overrides: dict | None = None
+) -> dict:
+    """The chain's plan for quantize stage `q` followed by `stages` (eval, serve);
+    serve_overrides: the serve settings the command line sets (as the serve stage takes them)."""
     gpus = environment.gpus()
     original = geometry.of(q.config).original_bytes
     quantize = q.plan()
@@ -48,6 +51,9 @@ def build(q, stages: tuple[str, ...], backend: str | None = None) -> dict:
         "stages": {},
         "refusals": [],
     }
+    from pipeline.serving_env import driver_refusals
+
+    plan["refusals"] += driver_refusals()  # CUDA builds the driver cannot run: before any stage
     downloads = [] if q.ref.source in ("local", "tiny") else [("original (hub cache)", original)]
     plan["stages"]["quantize"] = {
         "where": quantize.get("placement", "nothing to quantize (online or imported)"),
@@ -63,9 +69,25 @@ def build(q, stages: tuple[str, ...], backend: str | None = None) -> dict:
     if "eval" in stages:
         plan["stages"]["eval"] = _eval(q, gpus, original, artifact, backend, plan["refusals"])
     if "serve" in stages:
-        plan["stages"]["serve"] = _serve(q, gpus, original, artifact, plan["refusals"])
+        plan["stages"]["serve"] = _serve(q, gpus, original, artifact, plan["refusals"],
+                                         serve_overrides or {})  # fmt: skip
+    _processes(plan["stages"])
     plan["disk"] = _disk(plan["stages"], plan["refusals"])
     return plan
+
+
+def _processes(stages: dict) -> None:
+    """Which stages work in a process of their own (flow.in_own_process: where GPUs are seen
+    and a later stage starts vLLM), so that they leave no GPU memory to the next."""
+    from types import SimpleNamespace
+
+    from pipeline import flow
+
+    kinds = [SimpleNamespace(name=n, backend=s.get("backend")) for n, s in stages.items()]
+    for i, stage in enumerate(stages.values()):
+        if flow.in_own_process(kinds[i], kinds[i + 1 :]):
+            stage["process"] = "its own: its GPU memory is freed before vLLM starts"
+            stage["leaves_on_gpus_bytes"] = 0
 
 
 def _seen() -> dict:
@@ -201,47 +223,46 @@ def _scoring_bytes(config: dict, s) -> int:
     return (EVAL_BATCH + 2) * context * vocab * 4 + memory.RUNTIME
 
 
-def _serve(q, gpus, original: int, artifact: int, refusals: list) -> dict:
+def _serve(q, gpus, original: int, artifact: int, refusals: list, overrides: dict) -> dict:
+    from pipeline.serve import stage as serve_stage
+
     s = q.recipe.spec.serve
     users, context = max(s.concurrency), s.input_len + s.output_len
     sides = {"original": original, q.recipe.name: artifact or original}
     seconds, how = _serve_time(q, s)
-    return {
+    found = {
         "engines": _engines(q.config, sides, gpus, users, context, refusals),
-        "placement": _placement(q, original, artifact or original, users, context, refusals),
+        "placement": None,
+        "launches": {},
         "users": users,
         "context": context,
         "files": [("server logs and benchmark results", 2 * 2**20)],
         "time_seconds": seconds,
         "time": how,
     }
-
-
-def _placement(q, original: int, artifact: int, users: int, context: int, refusals: list):
-    """Where the serve's two sides run on the GPUs this process sees (None: a CPU host)."""
-    from pipeline.core import devices
-
-    gpus = devices.seen()
-    if not gpus:
-        return None
-    s = q.recipe.spec.serve
-    given = "tensor_parallel_size" in s.model_fields_set
-    sides = [
-        engines.ServeSide("original", "original", original, "auto"),
-        engines.ServeSide("quantized", q.recipe.name, artifact, s.kv_cache_dtype),
-    ]
-    try:
-        placed = engines.serve_placement(
-            q.config, sides, gpus, users, context, s.tensor_parallel_size if given else None,
-            s.gpu_memory_utilization, s.pipeline_parallel_size, together=s.original == "paired",
-        )  # fmt: skip
+    try:  # the stage's own settings, placement and launches: what `serve` would start
+        settings, placed = serve_stage.planned(q, overrides)
     except NotOnThisHost as e:
-        return {"refused": str(e)}  # the engines' refusal says it already
-    return {
-        **placed.record(),
-        "sides": {side.label: {**side.record(), "describe": side.describe()}
-                  for side in placed.sides},
-    }  # fmt: skip
+        refusals.append(str(e))
+        found["placement"] = {"refused": str(e)}
+        return found
+    if placed.mode != "cpu":
+        for label, engine in found["engines"].items():  # as placed: the command line's sizes
+            side = placed.side("original" if label == "original" else "quantized")
+            if "refused" not in engine:
+                engine["tensor_parallel_size"] = side.tensor_parallel_size
+                engine["pipeline_parallel_size"] = side.pipeline_parallel_size
+                engine["weights_per_gpu_bytes"] = int(sides[label] / len(side.gpus))
+        found["placement"] = {
+            **placed.record(),
+            "sides": {side.label: {**side.record(), "describe": side.describe()}
+                      for side in placed.sides},
+        }  # fmt: skip
+    found["launches"] = {
+        side: {"command": launch.shell(), "argv": launch.argv, "env": launch.env}
+        for side, launch in serve_stage.launches(q, settings, placed).items()
+    }
+    return found
 
 
 def _eval_time(q, backend: str, per_split: int) -> tuple[float | None, str]:
@@ -356,14 +377,18 @@ def render(plan: dict) -> str:
             lines.append(f"  placement  {placed['mode']}: {placed['reason']}")
             for side in placed["sides"].values():
                 lines.append(f"  {'':<10} {side['describe']}")
+        for side, launch in (stage.get("launches") or {}).items():
+            lines.append(f"  launch     {side}: {launch['command']}")
         for side, engine in (stage.get("engines") or {}).items():
             ref = engine["on_gpus"]
             needs = f"on {ref['gpu']}: {_count(ref)} GPU(s)"
             if "refused" in engine:
                 lines.append(f"  {side:<10} {needs}; here refused: {engine['refused']}")
             elif plan["host"]["gpus"]:
+                pp = engine.get("pipeline_parallel_size", 1)
+                stages = f" × pipeline {pp}" if pp > 1 else ""
                 lines.append(
-                    f"  {side:<10} tensor parallel {engine['tensor_parallel_size']}, "
+                    f"  {side:<10} tensor parallel {engine['tensor_parallel_size']}{stages}, "
                     f"{engine['weights_per_gpu_bytes'] / GIB:.1f} GiB of weights per GPU"
                 )
             else:
@@ -373,6 +398,8 @@ def render(plan: dict) -> str:
                 )
         if stage.get("cpu_ram_bytes"):
             lines.append(f"  CPU RAM    ~{stage['cpu_ram_bytes'] / GIB:.1f} GiB peak")
+        if stage.get("process"):
+            lines.append(f"  process    {stage['process']}")
         for what, size in stage["files"]:
             lines.append(f"  disk       {size / GIB:8.2f} GiB  {what}")
         lines.append(f"  time       {stage['time']}")

@@ -7,12 +7,14 @@ With skip_unsupported, a stage this host cannot run (W4A16 without its vLLM kern
 recorded as such and the others run: what nightly wants on a mixed fleet.
 """
 
+import os
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pipeline.core import own_process
 from pipeline.core.errors import NotOnThisHost, PipelineError, debugging
 from pipeline.core.outcome import Outcome, StageOutcome, overall
 from pipeline.core.stage import execute
@@ -62,8 +64,10 @@ def prepare(
 def run(flow: Flow, show: dict[str, Show], force: set[str] = frozenset()) -> Outcome:
     q = flow.quantize
     done: list[StageOutcome] = []
-    for stage in [q, *flow.later]:  # later stages need the artifact: quantize always (cached)
-        outcome = _one(stage, show.get(stage.name), stage.name in force)
+    stages = [q, *flow.later]  # later stages need the artifact: quantize always (cached)
+    for i, stage in enumerate(stages):
+        own = in_own_process(stage, stages[i + 1 :])
+        outcome = _one(stage, show.get(stage.name), stage.name in force, own)
         done.append(outcome)
         if outcome.status == "failed":
             break
@@ -75,10 +79,30 @@ def run(flow: Flow, show: dict[str, Show], force: set[str] = frozenset()) -> Out
     )  # fmt: skip
 
 
-def _one(stage, show: Show | None, force: bool) -> StageOutcome:
+def starts_vllm(stage) -> bool:
+    return stage.name == "serve" or getattr(stage, "backend", None) == "vllm"
+
+
+def in_own_process(stage, later: list) -> bool:
+    """Whether a stage works in a process of its own (pipeline/core/own_process.py): where GPUs
+    are seen and a later stage starts a vLLM engine, which needs the GPU memory this process
+    would otherwise keep. PIPELINE_STAGE_PROCESS=own|same decides it for every stage."""
+    from pipeline.core import devices
+
+    said = os.environ.get("PIPELINE_STAGE_PROCESS", "auto")
+    if said in ("own", "same"):
+        return said == "own"
+    return not starts_vllm(stage) and any(map(starts_vllm, later)) and bool(devices.seen())
+
+
+def _one(stage, show: Show | None, force: bool, own: bool = False) -> StageOutcome:
     started = time.monotonic()
     try:
-        entry, cached = execute(stage, force=force)
+        if own:
+            entry, cached = own_process.call(execute, stage, force)
+            execute(stage)  # a cache hit here: this process's stage as if it had worked
+        else:
+            entry, cached = execute(stage, force=force)
     except PipelineError as e:
         if debugging():
             traceback.print_exc(file=sys.stderr)

@@ -6,6 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from pipeline.core import devices
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import sha256_text, write_json_atomic
 from pipeline.core.paths import REPO, VLLM_SCRIPTS, cache_root
@@ -32,6 +33,21 @@ def build() -> str | None:
     return stamps[-1].name.removeprefix(".installed-") if stamps else None
 
 
+def stamp() -> str | None:
+    """The build stamp `make setup` wrote (its name and text), None without one: a rebuilt env
+    stamps anew, so what is cached per env can tell the builds apart."""
+    stamps = sorted(SERVE_PYTHON.parent.parent.glob(".installed-*"))
+    if not stamps:
+        return None
+    return f"{stamps[-1].name}:{stamps[-1].read_text(errors='replace').strip()}"
+
+
+def torch_version_file() -> Path | None:
+    """The serving env's torch/version.py (read as text: it is another interpreter's torch)."""
+    found = sorted(SERVE_PYTHON.parent.parent.glob("lib/python*/site-packages/torch/version.py"))
+    return found[-1] if found else None
+
+
 def wrong_build() -> str | None:
     """Why the installed vLLM build cannot serve on this host (None: it can, or unknown)."""
     from pipeline.core import environment
@@ -47,7 +63,26 @@ def wrong_build() -> str | None:
             "the serving env holds vLLM's CUDA build but this process sees no GPU: make setup "
             "on this host installs the CPU build (or check CUDA_VISIBLE_DEVICES)"
         )
-    return None
+    return _driver_refusal(devices.seen()) if gpus else None
+
+
+def _driver_refusal(seen: list[devices.Gpu]) -> str | None:
+    """A CUDA build the GPUs' driver cannot run: vLLM would fall back to `device: cpu` in the
+    probe and crash at start-up, after quantize and eval ran."""
+    return devices.driver_refusal(seen, torch_version_file(), "the serving env", "torch and vLLM")
+
+
+def driver_refusals() -> list[str]:
+    """Where GPUs are visible: each env (main, serving) whose torch's CUDA build the driver
+    cannot run, as one line each naming the driver, the build and the fix; checked from files,
+    no import."""
+    seen = devices.seen()
+    if not seen:
+        return []
+    found = [devices.driver_refusal(seen, devices.main_torch_version_file(), "the main env")]
+    if available():
+        found.append(_driver_refusal(seen))
+    return [why for why in found if why]
 
 
 def offline_env() -> dict[str, str]:
@@ -79,9 +114,12 @@ def version() -> str | None:
 
 
 def capabilities() -> dict:
-    """What this host's vLLM build runs (cached per serving env; the probe imports vLLM)."""
+    """What this host's vLLM build runs (cached per serving env and build; the probe imports
+    vLLM)."""
     probe = VLLM_SCRIPTS / "capabilities.py"
-    key = sha256_text(str(SERVE_PYTHON.resolve()) + probe.read_text())[:12]  # new probe: re-run
+    # a new probe, or the env rebuilt (another vLLM, another build stamp): probed anew
+    built = f"{version()}|{stamp()}"
+    key = sha256_text(str(SERVE_PYTHON.resolve()) + built + probe.read_text())[:12]
     path = cache_root() / f"vllm-capabilities-{key}.json"
     if path.is_file():
         return json.loads(path.read_text())

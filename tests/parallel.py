@@ -77,15 +77,30 @@ def pytest_configure(config):
         if gpus:  # each worker its own GPUs: a vLLM engine takes 90% of every GPU it sees
             count = config.workerinput["workercount"]
             os.environ["CUDA_VISIBLE_DEVICES"] = worker_gpus(gpus, worker, count)
+            os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the indices are nvidia-smi's
     elif getattr(config.option, "numprocesses", None):
         if config.option.testrunuid is None:
             config.option.testrunuid = uuid.uuid4().hex  # xdist's own would be unknown here
-        gpus, workers = _visible_gpus(), config.option.numprocesses
-        if gpus and isinstance(workers, int) and workers > len(gpus):
-            raise pytest.UsageError(
-                f"{workers} test workers for {len(gpus)} GPU(s): each worker needs GPUs of its "
-                f"own (vLLM takes 90% of a GPU): make test TEST_WORKERS={len(gpus)}"
-            )
+
+
+def pytest_report_header(config) -> list[str]:
+    """Which worker holds which GPUs, and what it may run (shown before collection)."""
+    workers = getattr(config.option, "numprocesses", None)
+    if _worker_run(config) or not isinstance(workers, int) or workers < 1:
+        return []
+    return [f"test workers: {split(_visible_gpus(), workers)}"]
+
+
+def split(gpus: list[int], workers: int) -> str:
+    """The worker split as the header shows it: e.g. "gw0 GPU 0 (all tests), gw1 no GPU
+    (unit tests only)"."""
+    if not gpus:
+        return ", ".join(f"gw{w} CPU" for w in range(workers)) + " (no GPU visible)"
+    parts = []
+    for w in range(workers):
+        held = worker_gpus(gpus, w, workers)
+        parts.append(f"gw{w} GPU {held} (all tests)" if held else f"gw{w} no GPU (unit tests only)")
+    return ", ".join(parts)
 
 
 def _visible_gpus() -> list[int]:
@@ -97,7 +112,8 @@ def _visible_gpus() -> list[int]:
 def worker_gpus(gpus: list[int], worker: int, workers: int) -> str:
     """CUDA_VISIBLE_DEVICES for test worker `worker` of `workers`: disjoint, contiguous shares
     of the visible GPUs (host indices), the first workers taking one more where they do not
-    divide."""
+    divide. More workers than GPUs: the workers past them get "" (no GPU) and run only unit
+    tests (ByGroup below), so a one-GPU host still runs them beside the e2e tests."""
     share, extra = divmod(len(gpus), workers)
     start = worker * share + min(worker, extra)
     return ",".join(str(g) for g in gpus[start : start + share + (worker < extra)])
@@ -153,13 +169,29 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    gpus, workers = _visible_gpus(), config.option.numprocesses
+    workers = workers if isinstance(workers, int) else 0  # "auto": as many as GPUs or more
+    cpu_only = {f"gw{w}" for w in range(workers) if gpus and not worker_gpus(gpus, w, workers)}
+
     class ByGroup(LoadScopeScheduling):
         """A group's files are one unit of work, any other file one of its own: a module's
         fixtures are set up once, and its tests run in order (some read what the one before
-        wrote, as test_zoo.py's do)."""
+        wrote, as test_zoo.py's do). A worker holding no GPU on a GPU host takes unit tests
+        only: an e2e test there would plan for no GPU where the host has them."""
 
         def _split_scope(self, nodeid: str) -> str:
             return _unit_of(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if node.gateway.id not in cpu_only:
+                return super()._assign_work_unit(node)
+            fits = next((u for u in self.workqueue if u.startswith("tests/unit/")), None)
+            if fits is None:  # nothing left it may run
+                if not self._pending_of(self.assigned_work[node]):
+                    node.shutdown()
+                return None
+            self.workqueue.move_to_end(fits, last=False)  # the parent pops the first unit
+            return super()._assign_work_unit(node)
 
     config.option.loadscopereorder = False  # keep the order above: groups first
     return ByGroup(config, log)

@@ -277,7 +277,8 @@ def _chain_plan(args, q, stages: tuple[str, ...], command: str) -> Outcome:
     from pipeline import chain_plan
     from pipeline.core.errors import NotOnThisHost
 
-    plan = chain_plan.build(q, stages, getattr(args, "backend", None))
+    backend, serve = getattr(args, "backend", None), _serve_overrides(args, stages)
+    plan = chain_plan.build(q, stages, backend, serve)
     print(json.dumps(plan, indent=2) if args.json else chain_plan.render(plan))
     if plan["refusals"]:
         raise NotOnThisHost(plan["refusals"][0])
@@ -382,7 +383,8 @@ def cmd_run(args) -> Outcome:
         from pipeline import chain_plan
         from pipeline.core.errors import NotOnThisHost
 
-        if refusals := chain_plan.build(q, stages, args.backend)["refusals"]:
+        plan = chain_plan.build(q, stages, args.backend, _serve_overrides(args, stages))
+        if refusals := plan["refusals"]:
             raise NotOnThisHost(f"{refusals[0]} (--dry-run shows the whole plan)")
     outcome = _flow(args, q, stages, backend=args.backend)
     _print_run_table(outcome)
@@ -392,19 +394,24 @@ def cmd_run(args) -> Outcome:
 def _flow(args, q, stages, backend=None, force=frozenset()) -> Outcome:
     from pipeline import flow
     from pipeline.cli import show
-    from pipeline.config import flags
 
-    serve_overrides = flags.overrides(args, ServeSettings) if "serve" in stages else None
     prepared = flow.prepare(
         args.command,
         q,
         stages,
         backend=backend,
-        serve_overrides=serve_overrides,
+        serve_overrides=_serve_overrides(args, stages),
         port=getattr(args, "port", None),
         skip_unsupported=getattr(args, "skip_unsupported", False),
     )
     return flow.run(prepared, show.STAGES, set(force))
+
+
+def _serve_overrides(args, stages: tuple[str, ...]) -> dict | None:
+    """The serve settings the command line sets (--tensor-parallel-size, …)."""
+    from pipeline.config import flags
+
+    return flags.overrides(args, ServeSettings) if "serve" in stages else None
 
 
 def _print_run_table(outcome: Outcome) -> None:

@@ -7,15 +7,24 @@ task's plan is sized for what Ray gave it. The variable's rules are CUDA's: indi
 names no GPU (so "-1" and "" hide every GPU); a repeated GPU ends it too.
 """
 
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from pipeline.core.errors import NotOnThisHost
 
 QUERY = "index,uuid,name,memory.total,driver_version"
 MIB = 2**20
+# The oldest driver branch that runs any CUDA of a major release (minor-version compatibility;
+# newer drivers run older CUDA too), from NVIDIA's CUDA Compatibility guide, "Minor Version
+# Compatibility", Table 1: CUDA 13.x >= 580, 12.x >= 525, 11.x >= 450
+# (docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html).
+MIN_DRIVER = {13: 580, 12: 525, 11: 450}
+CUDA_LINE = re.compile(r"^cuda\b[^=]*=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,8 @@ def check_torch() -> None:
     gpus = seen()
     if not gpus:
         return
+    if why := driver_refusal(gpus, main_torch_version_file(), "the main env"):
+        raise NotOnThisHost(why)  # said before torch's import, which would only see 0 GPUs
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     import torch
 
@@ -115,3 +126,55 @@ def mismatch(visible: int, driver: str, torch_version: str, cuda: str | None, co
             "R580 or newer). Update the driver, or pin a torch built for this driver's CUDA"
         )
     return f"{said} (CUDA {cuda}): check CUDA_VISIBLE_DEVICES and the GPUs' state (nvidia-smi)"
+
+
+def torch_cuda(version_file: Path | None) -> str | None:
+    """The CUDA version a torch build was made for, from the text of its torch/version.py
+    (`cuda: Optional[str] = '13.0'`; None for a CPU build or no file): importing torch takes
+    seconds, and in the serving env it is another interpreter's."""
+    if version_file is None or not version_file.is_file():
+        return None
+    found = CUDA_LINE.search(version_file.read_text(errors="replace"))
+    return (found.group(1) or found.group(2) or None) if found else None
+
+
+def main_torch_version_file() -> Path | None:
+    """torch/version.py of this interpreter's torch, located without importing it."""
+    spec = importlib.util.find_spec("torch")  # a top-level name: found, not imported
+    if spec is None or not spec.origin:
+        return None
+    return Path(spec.origin).with_name("version.py")
+
+
+def cuda_refused(driver: str, cuda: str | None) -> int | None:
+    """The driver branch a CUDA build needs when this driver is older (None: it runs, or
+    either version is one this table does not know)."""
+    needed = MIN_DRIVER.get(_major(cuda)) if cuda else None
+    have = _major(driver)
+    if needed is None or have is None or have >= needed:
+        return None
+    return needed
+
+
+def driver_refusal(gpus: list[Gpu], version_file: Path | None, env: str,
+                   engine: str = "torch") -> str | None:  # fmt: skip
+    """One line naming the driver, the CUDA build and the fix when the visible GPUs' driver is
+    older than the CUDA `env`'s torch was built for (None: no GPU, a CPU build, or it runs)."""
+    if not gpus:
+        return None
+    driver, cuda = gpus[0].driver, torch_cuda(version_file)
+    needed = cuda_refused(driver, cuda)
+    if needed is None:
+        return None
+    runs = max((m for m, d in MIN_DRIVER.items() if d <= (_major(driver) or 0)), default=None)
+    theirs = f"CUDA {runs}.x, the driver's" if runs else "the driver's CUDA"
+    return (
+        f"{env}: its torch is built for CUDA {cuda}, which needs an NVIDIA driver R{needed} or "
+        f"newer; the GPUs' driver is {driver}: update the driver to R{needed}+, or pin a "
+        f"{engine} built for {theirs}"
+    )
+
+
+def _major(version: str) -> int | None:
+    head = version.strip().split(".")[0]
+    return int(head) if head.isdigit() else None

@@ -1,10 +1,11 @@
 """Which stored reference an evaluation needs, decided without torch or transformers: a cached
 re-run must not pay seconds of imports to find it has nothing to do.
 
-The reference key hashes the token windows (pipeline/eval/windows.py). Tokenizing needs the
-tokenizer, so the windows' fingerprints are remembered per window source (the model, the texts'
-hashes, context length and budget) in <cache>/eval-windows/, written after the first
-tokenization; later runs recall them and tokenize only when they have work to do.
+The reference key hashes the token windows (pipeline/eval/windows.py) and the engine that
+scores them (pipeline/eval/engine_identity.py). Tokenizing needs the tokenizer, so the windows'
+fingerprints are remembered per window source (the model, the texts' hashes, context length
+and budget) in <cache>/eval-windows/, written after the first tokenization; later runs recall
+them and tokenize only when they have work to do.
 """
 
 from pathlib import Path
@@ -16,10 +17,12 @@ from pipeline.core.files import sha256_json, waiting_lock
 FORMAT = "mass-v2"  # bump when the stored columns change: old references are then ignored
 
 
-def key(model_identity: dict, windows: dict, settings: EvalSettings, backend: str) -> str:
-    """windows: {"sha256", "shape"} of the token windows (windows.fingerprint)."""
+def key(model_identity: dict, windows: dict, settings: EvalSettings, engine: dict) -> str:
+    """windows: {"sha256", "shape"} of the token windows (windows.fingerprint); engine: the
+    backend with its device, dtype and build (engine_identity.identity): a reference scored
+    in float32 on a CPU is not the one a bf16 GPU eval compares against."""
     kept = [settings.reference_mass, settings.reference_max_k]
-    parts = [FORMAT, model_identity, windows["sha256"], list(windows["shape"]), kept, backend]
+    parts = [FORMAT, model_identity, windows["sha256"], list(windows["shape"]), kept, engine]
     return sha256_json(parts)[:16]
 
 

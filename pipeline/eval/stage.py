@@ -22,7 +22,7 @@ from pipeline.core.files import write_json_atomic
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.data import texts
-from pipeline.eval import reference_key, tasks
+from pipeline.eval import engine_identity, reference_key, tasks
 from pipeline.eval import results as eval_results
 from pipeline.eval.gates import check_gates
 from pipeline.eval.results import EvalResults
@@ -134,8 +134,10 @@ class EvalStage(AfterQuantize):
 
     def _set_keys(self, prints: dict) -> None:
         q, s = self.quantize, self.settings
+        # the device, dtype and build too: a CPU float32 reference is not a GPU bf16 one
+        engine = engine_identity.identity(self.backend)
         self._keys = {
-            split: reference_key.key(q.model_identity, fp, s, self.backend)
+            split: reference_key.key(q.model_identity, fp, s, engine)
             for split, fp in prints.items()
         }
 

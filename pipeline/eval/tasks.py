@@ -7,7 +7,8 @@ subprocess in the serving env (the eval backend decides, so the tasks run on the
 as the drift).
 Local tasks (a YAML and its data) live in evals/tasks/; hub tasks (arc_easy, gsm8k, …) work
 where the hub is reachable.
-The original's scores are cached per (model, tasks, backend) beside the drift reference.
+The original's scores are cached per (model, tasks, engine: backend, device, dtype, build)
+beside the drift reference.
 """
 
 import contextlib
@@ -21,6 +22,7 @@ from pipeline.core import procs, quiet
 from pipeline.core.errors import UserError
 from pipeline.core.files import hash_folder, sha256_json, write_json_atomic
 from pipeline.core.paths import TASKS_DIR
+from pipeline.eval import engine_identity
 
 SCRIPT = Path(__file__).resolve().parent / "task_scripts" / "run_lm_eval.py"
 LM_EVAL_BATCH = 8
@@ -32,9 +34,10 @@ def local_tasks_fingerprint() -> str:
     return hash_folder(TASKS_DIR)[:16]
 
 
-def key(model_identity: dict, tasks: list[TaskSpec], backend: str) -> str:
+def key(model_identity: dict, tasks: list[TaskSpec], engine: dict) -> str:
+    """engine: the backend with its device, dtype and build (engine_identity.identity)."""
     specs = [t.model_dump(exclude={"recovery_threshold"}) for t in tasks]
-    return sha256_json([model_identity, specs, backend, local_tasks_fingerprint()])[:16]
+    return sha256_json([model_identity, specs, engine, local_tasks_fingerprint()])[:16]
 
 
 def original_scores(
@@ -45,8 +48,9 @@ def original_scores(
     tasks: list[TaskSpec],
     log: Path | None = None,
 ) -> tuple[dict, bool]:
-    """(scores, cached): the original model's, computed once per model, tasks and backend."""
-    path = cache_dir / f"tasks-{key(model_identity, tasks, backend)}.json"
+    """(scores, cached): the original model's, computed once per model, tasks and engine (the
+    backend, device, dtype and build)."""
+    path = cache_dir / f"tasks-{key(model_identity, tasks, engine_identity.identity(backend))}.json"
     if path.is_file():
         return json.loads(path.read_text()), True
     result = scores(model_dir, backend, tasks, "original", log=log)

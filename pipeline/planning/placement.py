@@ -3,7 +3,7 @@ as a pure function of the sides' needs and the visible GPUs.
 
 vLLM 0.32's rules that shape it:
 - An engine asks for gpu_memory_utilization × the GPU's memory at start-up and refuses when less
-  is free (`request_memory`, vllm/v1/worker/utils.py): two engines at the default 0.9 cannot
+  is free (`request_memory`, vllm/v1/worker/utils.py): two engines at our default 0.9 cannot
   share a GPU.
 - It sizes its KV cache from the free memory it profiles while it loads, assuming that "the
   other processes using the same GPU did not change their memory usage during the profiling"

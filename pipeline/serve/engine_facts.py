@@ -2,7 +2,10 @@
 
 Two sources, both tolerant of what a build does not print: the server log (CPU and GPU spell
 some lines differently, e.g. `CPU KV cache size` / `GPU KV cache size`; only GPU workers log
-`Model loading took X GiB`) and /metrics' `vllm:cache_config_info` labels.
+`Model loading took X GiB`) and /metrics' `vllm:cache_config_info` labels. vLLM 0.32 gives the
+KV pool in bytes there (`kv_cache_memory_bytes`) on the CPU only, from VLLM_CPU_KVCACHE_SPACE; on
+a GPU that label is the user's override, None, and the profiled pool is `num_gpu_blocks` blocks
+of `block_size` tokens (pipeline/serve/stage.py: kv_pool_bytes).
 """
 
 import re
@@ -50,6 +53,7 @@ def from_metrics(samples: dict[str, str]) -> dict:
     for key, kind in (
         ("kv_cache_size_tokens", int),
         ("kv_cache_memory_bytes", int),
+        ("num_gpu_blocks", int),
         ("kv_cache_max_concurrency", float),
         ("block_size", int),
         ("cache_dtype", str),

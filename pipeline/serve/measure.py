@@ -49,7 +49,10 @@ class Side:
 
 
 def max_model_len(model_dir: Path, s: ServeSettings) -> int:
-    config = json.loads((model_dir / "config.json").read_text())
+    return max_model_len_of(json.loads((model_dir / "config.json").read_text()), s)
+
+
+def max_model_len_of(config: dict, s: ServeSettings) -> int:
     native = int(config.get("max_position_embeddings", MAX_MODEL_LEN))
     return s.max_model_len or min(native, MAX_MODEL_LEN)
 

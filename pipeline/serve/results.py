@@ -22,7 +22,8 @@ class EngineFacts(BaseModel):
     engine_init_seconds: float | None = None
     available_kv_gib: float | None = None
     kv_cache_size_tokens: int | None = None
-    kv_cache_memory_bytes: int | None = None
+    kv_cache_memory_bytes: int | None = Field(None, description="CPU engines only")
+    num_gpu_blocks: int | None = Field(None, description="GPU engines: the profiled KV pool")
     kv_cache_max_concurrency: float | None = None
     block_size: int | None = None
     cache_dtype: str | None = None

@@ -68,9 +68,10 @@ class Launch:
     env: dict[str, str]
 
     def shell(self) -> str:
-        """As one would type it (the serving env's python shortened to `vllm serve`)."""
+        """As one would type it (the serving env's python shortened to `vllm serve`), with
+        every variable the launch sets (the GPUs and their order, the CPU KV pool)."""
         args = self.argv[3:]  # past python -m vllm.entrypoints.openai.api_server
-        variables = [f"{k}={v}" for k, v in self.env.items() if k.startswith("CUDA_VISIBLE")]
+        variables = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
         return " ".join([*variables, "vllm serve", *map(shlex.quote, args)])
 
 
@@ -78,7 +79,7 @@ def launch(
     model_dir: Path,
     name: str,
     s: ServeSettings,
-    port: int,
+    port: int | str,
     max_len: int,
     extra: list[str] = (),
     gpus: tuple[Gpu, ...] = (),
@@ -111,8 +112,10 @@ def launch(
         "--gpu-memory-utilization",
         str(s.gpu_memory_utilization),
     ]
-    if s.pipeline_parallel_size > 1:  # stages on other nodes: only Ray's executor reaches them
-        cmd += ["--distributed-executor-backend", "ray"]
+    if s.pipeline_parallel_size > 1:
+        # serve places every stage on this node, where vLLM's multiprocessing executor runs
+        # pipeline parallelism; `ray` would assert Ray importable, and the serving env has none
+        cmd += ["--distributed-executor-backend", "mp"]
     argv = cmd + (["--enforce-eager"] if s.enforce_eager else []) + list(extra)
     return Launch(argv, environment(s, gpus))
 

@@ -38,7 +38,7 @@ from pipeline.serve import cost, server, slo
 from pipeline.serve import results as serve_results
 from pipeline.serve.compare import compare
 from pipeline.serve.measure import Side, measure
-from pipeline.serve.results import Measurement, Predicted, ServeResults, Slo
+from pipeline.serve.results import EngineFacts, Measurement, Predicted, ServeResults, Slo
 
 # not inputs of the measurement: where and how long to wait for the server
 NOT_INPUTS = {"startup_timeout_s"}
@@ -62,11 +62,7 @@ class ServeStage(AfterQuantize):
         cls, q: QuantizeStage, overrides: dict | None = None, port: int | None = None
     ) -> "ServeStage":
         serving_env.require("serve")
-        base = q.recipe.spec.serve.model_dump()
-        settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
-        check_fit(settings, q.config)
-        placement = _placed(q, settings, overrides or {})
-        settings = _as_placed(settings, placement.side("quantized"))
+        settings, placement = planned(q, overrides)
         serving_env.require_online(q.recipe, "serve")
         for scheme, _ in q.recipe.schemes():  # a mixed-precision recipe: each of its schemes
             serving_env.require_scheme(scheme, "serve")
@@ -81,11 +77,7 @@ class ServeStage(AfterQuantize):
         return cls(quantize=q, settings=settings, placement=placement, port=port)
 
     def original_settings(self) -> ServeSettings:
-        """The original as it is served without the pipeline: its own 16-bit KV cache (an FP8
-        KV cache is part of what a recipe buys, so it is compared against the original's), on
-        the GPUs the placement gave it (it may need more than the artifact)."""
-        settings = self.settings.model_copy(update={"kv_cache_dtype": "auto"})
-        return _as_placed(settings, self.placement.side("original"))
+        return original_settings(self.settings, self.placement)
 
     def original_key(self) -> str:
         # how many repeats, and whether paired, do not change what the reference is
@@ -220,7 +212,8 @@ class ServeStage(AfterQuantize):
         out = {}
         for side, measured, weights, kv in sides:
             engine = measured.engine
-            pool, block = engine.kv_cache_memory_bytes, engine.block_size
+            pool = kv_pool_bytes(engine, config, kv, *_parallel(self.placement, side))
+            block = engine.block_size
             tokens = requests = None
             if pool and block:
                 tokens = kv_cache.kv_tokens(
@@ -241,6 +234,41 @@ class ServeStage(AfterQuantize):
         return serve_results.load(self.rundir.path / entry.outputs["results"])
 
 
+def kv_pool_bytes(
+    engine: EngineFacts, config: dict, kv_dtype: str, tp: int = 1, pp: int = 1
+) -> int | None:
+    """The engine's KV pool in the planner's bytes (every layer and KV head, as on one GPU: what
+    kv_cache.kv_tokens and max_requests take), or None where vLLM did not say."""
+    from pipeline.models import kv_layout
+    from pipeline.planning import kv_cache
+
+    if engine.kv_cache_memory_bytes:  # the CPU's pool (VLLM_CPU_KVCACHE_SPACE), as before
+        return engine.kv_cache_memory_bytes
+    blocks, block = engine.num_gpu_blocks, engine.block_size
+    per_token = kv_cache.bytes_per_token(config, kv_dtype)
+    groups = kv_layout.groups(config)
+    if blocks and block and len(groups) == 1 and groups[0].modelled:
+        # One KV-cache group: a vLLM block spans every layer, so the pool is its blocks in the
+        # planner's bytes, and kv_tokens / max_requests count exactly the blocks vLLM admits
+        # requests by, on any TP and PP (the log's "Available KV cache memory" is one rank's
+        # bytes, rounded to 0.01 GiB, and a little more than the whole blocks it holds).
+        return blocks * block * per_token
+    if engine.available_kv_gib and pp == 1:
+        # A hybrid: a block spans one group's layers only, so the blocks do not give the bytes;
+        # one rank's available memory does, scaled from its KV heads to all (approximate). With
+        # PP a rank holds one stage's layers: left unsaid.
+        per_rank = kv_layout.bytes_per_token(config, kv_cache.element_bytes(kv_dtype), tp)
+        if per_rank:
+            return int(engine.available_kv_gib * kv_cache.GIB * per_token / per_rank)
+    return None
+
+
+def _parallel(placement: Placement, key: str) -> tuple[int, int]:
+    """The side's TP and PP (1, 1 where the placement does not name it)."""
+    placed = next((s for s in placement.sides if s.key == key), None)
+    return (placed.tensor_parallel_size, placed.pipeline_parallel_size) if placed else (1, 1)
+
+
 def _host_inputs() -> dict:
     host = environment.host()
     return {
@@ -249,6 +277,50 @@ def _host_inputs() -> dict:
         "cpu_count": host["cpu_count"],
         "gpus": host["gpus"],
     }
+
+
+def planned(q: QuantizeStage, overrides: dict | None = None) -> tuple[ServeSettings, Placement]:
+    """The artifact's serve settings (the recipe's, the command line's overrides, as placed)
+    and where each side runs: what the stage starts and what its dry run shows. Refuses a
+    tensor-parallel size vLLM would refuse (UserError) or one larger than the GPUs seen
+    (NotOnThisHost)."""
+    base = q.recipe.spec.serve.model_dump()
+    settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
+    check_fit(settings, q.config)
+    placement = _placed(q, settings, overrides or {})
+    return _as_placed(settings, placement.side("quantized")), placement
+
+
+def original_settings(settings: ServeSettings, placement: Placement) -> ServeSettings:
+    """The original as it is served without the pipeline: its own 16-bit KV cache (an FP8 KV
+    cache is part of what a recipe buys, so it is compared against the original's), on the GPUs
+    the placement gave it (it may need more than the artifact)."""
+    settings = settings.model_copy(update={"kv_cache_dtype": "auto"})
+    return _as_placed(settings, placement.side("original"))
+
+
+def launches(
+    q: QuantizeStage, settings: ServeSettings, placement: Placement, port: int | str = "PORT"
+) -> dict[str, server.Launch]:
+    """Each side's vLLM server as the stage starts it ({"original", "quantized"}), for the dry
+    run: the port is picked at start-up unless --port gives one."""
+    from pipeline.serve.measure import max_model_len_of
+
+    original = q.model_path or q.ref.load_id
+    sides = {
+        "original": (original, "original", original_settings(settings, placement), []),
+        "quantized": (
+            original if q.recipe.online else q.artifact,
+            q.recipe.name,
+            settings,
+            q.recipe.vllm_args(),
+        ),
+    }
+    return {
+        key: server.launch(Path(model), f"{q.ref.name}-{name}", s, port,
+                           max_model_len_of(q.config, s), extra, placement.side(key).gpus)
+        for key, (model, name, s, extra) in sides.items()
+    }  # fmt: skip
 
 
 def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Placement:

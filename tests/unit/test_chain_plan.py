@@ -19,6 +19,7 @@ def _plan(capsys, monkeypatch, tmp_path, *argv) -> tuple[int, dict]:
     return code, json.loads(out[out.index("{") :])
 
 
+@pytest.mark.cpu_host  # the hf eval in float32 RAM
 def test_llama3_70b_fp8_chain_on_this_cpu_host(capsys, monkeypatch, tmp_path):
     code, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-70b",
                        "--recipe", "fp8")  # fmt: skip
@@ -39,6 +40,7 @@ def test_llama3_70b_fp8_chain_on_this_cpu_host(capsys, monkeypatch, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.cpu_host  # backend auto is hf on a CPU
 def test_tiny_llama_fits_and_says_so(capsys, monkeypatch, tmp_path):
     code, plan = _plan(capsys, monkeypatch, tmp_path, "eval", "--recipe", "gptq")
     assert code == 0 and plan["refusals"] == []
@@ -108,3 +110,48 @@ def test_eval_and_serve_time_are_measured_overheads_plus_the_bound(capsys, monke
     assert plan["stages"]["eval"]["time_seconds"] == pytest.approx(bound_only + 30 + 20)
     serve = plan["stages"]["serve"]
     assert serve["time_seconds"] > 60 and "measured overheads (60 s, tiny)" in serve["time"]
+
+
+def test_serve_dry_run_shows_each_sides_launch_with_the_parallel_sizes_asked(
+    capsys, monkeypatch, tmp_path
+):
+    """`serve --pipeline-parallel-size 2 --dry-run --json` on 8 × H100 (the stand-in): each side
+    as the stage would start it — its GPUs, TP × PP and vLLM's `mp` executor (one node: no Ray,
+    which the CUDA serving env does not have)."""
+    from tests.unit.core.test_devices import standin
+
+    standin(monkeypatch, "h100x8")
+    code, plan = _plan(capsys, monkeypatch, tmp_path, "serve", "--model", "llama3-8b",
+                       "--recipe", "fp8", "--pipeline-parallel-size", "2")  # fmt: skip
+    assert code == 0, plan["refusals"]
+    serve = plan["stages"]["serve"]
+    seen = set()
+    for side in ("original", "quantized"):
+        launch = serve["launches"][side]
+        argv = launch["argv"]
+        flags = dict(zip(argv[3::2], argv[4::2], strict=False))
+        assert flags["--pipeline-parallel-size"] == "2"
+        assert flags["--distributed-executor-backend"] == "mp" and "ray" not in argv
+        gpus = launch["env"]["CUDA_VISIBLE_DEVICES"].split(",")
+        assert len(gpus) == 2 * int(flags["--tensor-parallel-size"]) and not seen & set(gpus)
+        seen |= set(gpus)
+        assert launch["command"].startswith(f"CUDA_VISIBLE_DEVICES={','.join(gpus)} ")
+        assert serve["placement"]["sides"][serve_label(side)]["pipeline_parallel_size"] == 2
+    assert serve["engines"]["original"]["pipeline_parallel_size"] == 2
+
+
+def serve_label(side: str) -> str:
+    return "original" if side == "original" else "fp8"
+
+
+def test_serve_dry_run_refuses_a_tensor_parallel_size_vllm_would_in_one_line(
+    capsys, monkeypatch, tmp_path
+):
+    from tests.unit.core.test_devices import standin
+
+    standin(monkeypatch, "h100x8")
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
+    code = main(["serve", "--model", "llama3-8b", "--recipe", "fp8", "--tensor-parallel-size",
+                 "3", "--dry-run"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "tensor" in err[0].lower(), err

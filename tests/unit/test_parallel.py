@@ -1,6 +1,8 @@
 """make test's scheduling (tests/parallel.py): costliest units first, unit tests last, a group's
 files one unit of work and every other file one of its own; what the workers make once."""
 
+import os
+
 from tests import parallel
 
 
@@ -18,14 +20,16 @@ def test_costliest_units_come_first_and_unit_tests_last():
     assert costs == sorted(costs, reverse=True) and ordered[0] == ids[4]  # the fp8-served group
 
 
+class Config:
+    def getvalue(self, name):
+        return "loadgroup"
+
+    class option:
+        loadscopereorder = True
+        numprocesses = 2
+
+
 def test_a_groups_files_are_one_unit_and_other_files_one_each():
-    class Config:
-        def getvalue(self, name):
-            return "loadgroup"
-
-        class option:
-            loadscopereorder = True
-
     from xdist.remote import Producer
 
     scheduler = parallel.pytest_xdist_make_scheduler(Config(), Producer("test"))
@@ -83,3 +87,71 @@ def test_test_workers_get_disjoint_gpus_on_a_gpu_host():
             parallel.worker_gpus(list(range(8)), w, workers).split(",") for w in range(workers)
         ]
         assert sorted(int(g) for share in shares for g in share) == list(range(8))
+
+    assert parallel.worker_gpus([0], 1, 2) == ""  # one GPU, two workers: the second has none
+
+
+class Node:
+    """What the scheduler asks of an xdist worker: its id, tests sent, shutdown."""
+
+    def __init__(self, worker: str):
+        self.gateway = type("Gateway", (), {"id": worker})
+        self.sent, self.shutting_down = [], False
+
+    def send_runtest_some(self, indexes):
+        self.sent += indexes
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+def _scheduled(monkeypatch, machine: str, ids: list[str]) -> tuple[Node, Node, object]:
+    """make test's scheduler on a stand-in GPU host (tests/gpu_hosts), two workers."""
+    from xdist.remote import Producer
+
+    from tests.conftest import REPO
+
+    monkeypatch.setenv("PATH", f"{REPO / 'tests' / 'gpu_hosts'}:{os.environ['PATH']}")
+    monkeypatch.setenv("STANDIN_GPUS", machine)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    scheduler = parallel.pytest_xdist_make_scheduler(Config(), Producer("test"))
+    scheduler.numnodes = 2  # what xdist reads from `-n 2`
+    nodes = Node("gw0"), Node("gw1")
+    for node in nodes:
+        scheduler.add_node(node)
+        scheduler.add_node_collection(node, ids)
+    scheduler.schedule()
+    return *nodes, scheduler
+
+
+IDS = [
+    "tests/e2e/test_cli_errors.py::a",
+    "tests/e2e/models/test_zoo.py::b",
+    "tests/unit/test_x.py::c",
+    "tests/unit/test_y.py::d",
+]
+
+
+def test_one_gpu_two_workers_the_one_without_takes_unit_tests_only(monkeypatch):
+    """The README's `make test` (two workers) on a one-GPU host: gw0 holds the GPU and takes
+    the e2e tests, gw1 none and only unit tests; it stops when none are left for it."""
+    gpu, cpu, scheduler = _scheduled(monkeypatch, "h100x1", IDS)
+    assert sorted(IDS[i] for i in cpu.sent) == IDS[2:]
+    assert sorted(IDS[i] for i in gpu.sent) == sorted(IDS[:2])
+    for i in cpu.sent:
+        scheduler.mark_test_complete(cpu, i)
+    assert cpu.shutting_down and not scheduler.workqueue
+
+
+def test_eight_gpus_two_workers_both_take_anything(monkeypatch):
+    gw0, gw1, _ = _scheduled(monkeypatch, "h100x8", IDS)
+    assert sorted(IDS[i] for i in gw0.sent + gw1.sent) == sorted(IDS)
+    assert any(IDS[i].startswith("tests/e2e/") for i in gw1.sent)
+
+
+def test_the_worker_split_is_shown_in_the_header():
+    assert parallel.split([0], 2) == "gw0 GPU 0 (all tests), gw1 no GPU (unit tests only)"
+    assert parallel.split(list(range(8)), 2) == (
+        "gw0 GPU 0,1,2,3 (all tests), gw1 GPU 4,5,6,7 (all tests)"
+    )
+    assert parallel.split([], 2) == "gw0 CPU, gw1 CPU (no GPU visible)"

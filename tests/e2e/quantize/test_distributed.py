@@ -17,6 +17,7 @@ from tests.conftest import cli
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.cpu_host  # two CPU ranks over gloo
 def test_two_processes_make_the_same_artifact_within_tolerance(
     quantized, tiny_model, tmp_path_factory
 ):

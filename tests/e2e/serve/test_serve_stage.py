@@ -28,6 +28,7 @@ def vllm_processes() -> list[str]:
     return [x for x in out.stdout.splitlines() if "pgrep" not in x and "<defunct>" not in x]
 
 
+@pytest.mark.cpu_host  # the 1 GiB CPU KV pool
 def test_engine_numbers_match_the_model_config(served_fp8, tiny_model):
     results, _ = served_fp8
     config = json.loads((tiny_model / "config.json").read_text())
@@ -93,6 +94,7 @@ def test_benchmark_levels_are_complete_paired_and_interleaved(served_fp8):
     assert "out tok/s" in result.stdout and "KV cache (tokens)" in result.stdout
 
 
+@pytest.mark.cpu_host  # the 1 GiB CPU KV pool
 def test_slo_capacity_goodput_and_engine_memory_for_both(served_fp8):
     results, result = served_fp8
     slo = results["slo"]

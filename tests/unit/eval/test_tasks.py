@@ -28,9 +28,10 @@ def test_an_unknown_task_is_a_user_error_and_other_failures_keep_the_log():
 
 
 def test_the_task_key_ignores_thresholds():
-    a = tasks.key({"m": 1}, [TaskSpec(task="t", recovery_threshold=0.9)], "hf")
-    b = tasks.key({"m": 1}, [TaskSpec(task="t", recovery_threshold=0.5)], "hf")
-    assert a == b != tasks.key({"m": 1}, [TaskSpec(task="t")], "vllm")
+    hf, vllm = {"backend": "hf"}, {"backend": "vllm"}
+    a = tasks.key({"m": 1}, [TaskSpec(task="t", recovery_threshold=0.9)], hf)
+    b = tasks.key({"m": 1}, [TaskSpec(task="t", recovery_threshold=0.5)], hf)
+    assert a == b != tasks.key({"m": 1}, [TaskSpec(task="t")], vllm)
 
 
 def test_lm_eval_failing_in_this_process_is_one_error_with_its_cause(tmp_path):

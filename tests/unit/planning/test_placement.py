@@ -57,7 +57,9 @@ def test_eight_h100s_serve_70b_side_by_side_on_disjoint_gpus(monkeypatch):
     assert flags(original)["--gpu-memory-utilization"] == flags(fp8)["--gpu-memory-utilization"]
     assert original.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # vLLM reads NVML's numbering
     assert "VLLM_CPU_KVCACHE_SPACE" not in original.env
-    assert original.shell().startswith("CUDA_VISIBLE_DEVICES=0,1 vllm serve --model /m")
+    assert original.shell().startswith(
+        "CUDA_VISIBLE_DEVICES=0,1 CUDA_DEVICE_ORDER=PCI_BUS_ID vllm serve --model /m"
+    )
 
 
 def test_four_visible_gpus_number_as_the_host_does(monkeypatch):
@@ -118,7 +120,7 @@ def test_pipeline_stages_and_the_executor_reach_the_command():
     s = ServeSettings(tensor_parallel_size=8, pipeline_parallel_size=2)
     cmd = server.launch(Path("/m"), "n", s, 1, 1).argv
     assert dict(zip(cmd[3::2], cmd[4::2], strict=False))["--pipeline-parallel-size"] == "2"
-    assert cmd[cmd.index("--distributed-executor-backend") + 1] == "ray"
+    assert cmd[cmd.index("--distributed-executor-backend") + 1] == "mp"  # one node: no Ray
     one_node = server.launch(Path("/m"), "n", ServeSettings(), 1, 1).argv
     assert "--distributed-executor-backend" not in one_node
 

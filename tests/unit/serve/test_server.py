@@ -39,3 +39,14 @@ def test_first_error_line_is_the_root_cause(tmp_path):
     assert server.first_error(tmp_path / "absent.log") is None
     log.write_text("INFO all fine\n")
     assert server.first_error(log) is None
+
+
+def test_pipeline_stages_run_on_vllms_multiprocessing_executor():
+    """Serve keeps every stage on this node, where vLLM 0.32's `mp` executor runs pipeline
+    parallelism (supports_pp); `ray` asserts Ray importable, and the CUDA serving env has none."""
+    staged = server.launch(Path("/m"), "n", ServeSettings(pipeline_parallel_size=2), 1, 1).argv
+    flags = dict(zip(staged[3::2], staged[4::2], strict=False))
+    assert flags["--pipeline-parallel-size"] == "2"
+    assert flags["--distributed-executor-backend"] == "mp" and "ray" not in staged
+    one_stage = server.launch(Path("/m"), "n", ServeSettings(), 1, 1).argv
+    assert "--distributed-executor-backend" not in one_stage  # vLLM picks uni / mp itself

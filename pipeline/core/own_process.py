@@ -1,0 +1,79 @@
+"""A stage's work in a process of its own, so that what it holds on the GPUs is freed when it
+ends: a later vLLM engine starts only when free memory ≥ gpu_memory_utilization × total
+(`request_memory`, vllm/v1/worker/utils.py), and torch's caching allocator, compressed-tensors'
+onloading and GPTQ's Hessians keep memory in the process that used them until it exits.
+
+    entry, cached = own_process.call(execute, stage)
+
+The child is forked, so it shares what the parent prepared (the model materialized, the stage's
+inputs); its return value or its exception comes back through a pipe. CUDA must not be
+initialised in the parent (torch then forbids CUDA in a forked child): the parent's GPU queries
+go through NVML (PYTORCH_NVML_BASED_CUDA_CHECK=1), and where CUDA is initialised already the
+call runs in this process and says why.
+"""
+
+import multiprocessing
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import TypeVar
+
+from pipeline.core.errors import PipelineError
+
+T = TypeVar("T")
+
+
+def call(fn: Callable[..., T], *args) -> T:
+    if _cuda_initialised():
+        print("  (CUDA is initialised in this process: the stage runs in it)", file=sys.stderr)
+        return fn(*args)
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(send, fn, args))
+    child.start()
+    send.close()
+    try:
+        kind, value = receive.recv()
+    except EOFError:  # killed (OOM, a signal) before it could answer
+        child.join()
+        why = f"the stage's process ended without a result (exit {child.exitcode})"
+        raise RuntimeError(why) from None
+    except KeyboardInterrupt:
+        child.terminate()
+        child.join()
+        raise
+    child.join()
+    if kind == "error":
+        raise value
+    return value
+
+
+def _child(send, fn: Callable, args: tuple) -> None:
+    try:
+        result = ("ok", fn(*args))
+    except BaseException as e:  # the parent raises it: its type decides the exit code
+        if not isinstance(e, PipelineError):  # a bug or a library's crash: its traceback here
+            traceback.print_exc()
+        result = ("error", _picklable(e))
+    send.send(result)
+    send.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no atexit handlers of the parent's libraries in the child
+
+
+def _picklable(e: BaseException) -> BaseException:
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(e))
+        return e
+    except Exception:
+        return RuntimeError(f"{type(e).__name__}: {e}")
+
+
+def _cuda_initialised() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())

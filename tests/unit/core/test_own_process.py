@@ -1,0 +1,55 @@
+"""A stage's work in a forked process of its own (pipeline/core/own_process.py), and when the
+flow chooses it: where GPUs are seen (the stand-in nvidia-smi) and a later stage starts vLLM."""
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from pipeline import flow
+from pipeline.core import own_process
+from pipeline.core.errors import NotOnThisHost
+from tests.unit.core.test_devices import standin
+
+
+def _pid_and(x: int) -> tuple[int, int]:
+    return os.getpid(), x * 2
+
+
+def _refuse() -> None:
+    raise NotOnThisHost("no kernel for that here")
+
+
+def _die() -> None:
+    os._exit(9)
+
+
+def test_the_work_runs_in_another_process_and_its_result_comes_back():
+    pid, value = own_process.call(_pid_and, 21)
+    assert value == 42 and pid != os.getpid()
+
+
+def test_its_error_comes_back_with_its_type_and_a_dead_child_is_said():
+    with pytest.raises(NotOnThisHost, match="no kernel for that here"):
+        own_process.call(_refuse)
+    with pytest.raises(RuntimeError, match=r"ended without a result \(exit 9\)"):
+        own_process.call(_die)
+
+
+def _stage(name: str, backend: str | None = None):
+    return SimpleNamespace(name=name, backend=backend)
+
+
+def test_stages_before_a_vllm_engine_get_their_own_process_on_gpu_hosts(monkeypatch):
+    quantize, hf, vllm, serve = (_stage("quantize"), _stage("eval", "hf"),
+                                 _stage("eval", "vllm"), _stage("serve"))  # fmt: skip
+    monkeypatch.delenv("PIPELINE_STAGE_PROCESS", raising=False)
+    standin(monkeypatch, "h100x1")
+    assert flow.in_own_process(quantize, [hf, serve]) and flow.in_own_process(hf, [serve])
+    assert flow.in_own_process(quantize, [vllm])
+    assert not flow.in_own_process(quantize, [hf])  # nothing after it needs the GPU free
+    assert not flow.in_own_process(serve, [])
+    standin(monkeypatch, "h100x1", "")  # no GPU visible: one process, as on CPU hosts
+    assert not flow.in_own_process(quantize, [serve])
+    monkeypatch.setenv("PIPELINE_STAGE_PROCESS", "own")
+    assert flow.in_own_process(quantize, [])
