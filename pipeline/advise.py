@@ -46,6 +46,9 @@ class Row:
     meets_slo: bool | None = None
     quality: dict = field(default_factory=lambda: {"source": "not evaluated"})
     rejected: str | None = None  # why the row is not ranked
+    expert_parallel: bool = False  # --enable-expert-parallel: the plain TP split is refused
+    vllm_flags: str | None = None  # the planned layout's `vllm serve` flags
+    refused: list[str] = field(default_factory=list)  # why vLLM refuses smaller/plain layouts
 
     def describe(self) -> dict:
         return asdict(self)
@@ -94,11 +97,12 @@ def _best(model_name, config, recipe, hw, price, ask) -> Row:
     kv_dtypes = ["fp8"] if recipe and recipe.kv_cache_scheme() else list(KV_DTYPES)
     candidates = []
     for kv in kv_dtypes:
-        for tp, pp in _layouts(config, weights, kv, hw, ask):
+        for tp, pp in _layouts(config, weights, kv, hw, ask, recipe):
             candidates.append(
-                _deployment(name, config, footprint, weights, kv, tp, pp, hw, price, ask)
+                _deployment(recipe, config, footprint, weights, kv, tp, pp, hw, price, ask)
             )
     row = _cheapest(candidates) or Row(name, weights_bytes=weights, compute=footprint.compute)
+    row.refused = _refused(config, recipe, row)
     if model_name is None:
         return row
     row.quality = _quality(model_name, name)
@@ -107,14 +111,18 @@ def _best(model_name, config, recipe, hw, price, ask) -> Row:
     return row
 
 
-def _deployment(name, config, fp, weights, kv, tp, pp, hw, price, ask) -> Row:
+def _deployment(recipe, config, fp, weights, kv, tp, pp, hw, price, ask) -> Row:
     decode = bound.decode(config, fp, hw, ask.users, ask.context, kv, tp, pp)
     prefill = bound.prefill(config, fp, hw, 1, ask.context, kv, tp, pp)
-    planned = deployment.at(config, ask.load(weights, kv), _inventory(hw), tp, pp, ask.budget())
+    ep = deployment.split(config, recipe, tp).expert_parallel
+    load, budget = ask.load(weights, kv), ask.budget()
+    planned = deployment.at(config, load, _inventory(hw), tp, pp, budget, ep)
     gpus = tp * pp
     tokens_s = ask.users / decode.seconds
     row = Row(
-        recipe=name,
+        recipe=recipe.name if recipe else "original",
+        expert_parallel=ep,
+        vllm_flags=planned.vllm_flags(),
         kv_dtype=kv,
         gpus=gpus,
         pipeline_stages=pp,
@@ -139,11 +147,12 @@ def _cheapest(rows: list[Row]) -> Row | None:
     return min(meeting, key=lambda r: (r.usd_per_million or 0, r.gpus, r.kv_dtype != "auto"))
 
 
-def _layouts(config, weights, kv, hw, ask) -> list[tuple[int, int]]:
+def _layouts(config, weights, kv, hw, ask, recipe=None) -> list[tuple[int, int]]:
     """(TP, PP): the fewest GPUs that hold the weights and USERS × CONTEXT of KV, and wider
-    TPs within a node; beyond a node, the planner's TP × PP alone."""
+    TPs within a node that vLLM loads the recipe's artifact at; beyond a node, the planner's
+    TP × PP alone."""
     gpus = _inventory(hw)
-    fewest = deployment.fewest(config, ask.load(weights, kv), gpus, ask.budget())
+    fewest = deployment.fewest(config, ask.load(weights, kv), gpus, ask.budget(), recipe)
     if fewest is None:
         return []
     tp, pp = fewest.tensor_parallel_size, fewest.pipeline_parallel_size
@@ -152,7 +161,22 @@ def _layouts(config, weights, kv, hw, ask) -> list[tuple[int, int]]:
     if pp > 1:
         return [(tp, pp)]
     sizes = parallel.tensor_parallel_sizes(config, min(gpus.per_node, tp * WIDEST))
-    return [(size, 1) for size in sizes if size >= tp]
+    loads = [s for s in sizes if s >= tp and deployment.split(config, recipe, s).loads]
+    return [(size, 1) for size in loads]
+
+
+def _refused(config, recipe, row: Row) -> list[str]:
+    """Why vLLM refuses the TPs up to the row's (plain, or however split): the layouts passed
+    over, and why the row's own needs expert parallel."""
+    if recipe is None or not row.gpus:
+        return []
+    tp = row.gpus // row.pipeline_stages
+    found = []
+    for size in parallel.tensor_parallel_sizes(config, tp):
+        split = deployment.split(config, recipe, size)
+        if split.reason and (not split.loads or size == tp):
+            found.append(deployment.passed_over(size, split.reason))
+    return found
 
 
 def _inventory(hw: Hardware) -> Inventory:
@@ -188,9 +212,12 @@ def _quality(model_name: str, recipe_name: str) -> dict:
     """The latest eval of this model × recipe in the runs folder (the original: no drift)."""
     if recipe_name == "original":
         return {"source": "reference", "kl_mean": 0.0, "kl_mean_se": 0.0, "same_top_pct": 100.0}
+    from pipeline.core import objectstore
+    from pipeline.core.paths import runs_root
     from pipeline.eval import results as eval_results
 
-    rundir = RunDir(model_name, recipe_name)
+    objectstore.pull(f"{model_name}/{recipe_name}", weights=False)  # results, not the artifact
+    rundir = RunDir(model_name, recipe_name, runs_root())  # as fetched: no pull of its own
     entry = rundir.stage("eval")
     if not entry or entry.status != "done" or "results" not in entry.outputs:
         return {"source": "not evaluated"}
@@ -254,9 +281,11 @@ def _serve_dirs(model_name: str, recipe_dir: str) -> list[RunDir]:
     from pipeline.core.paths import runs_root
 
     if recipe_dir != "original":
-        return [RunDir(model_name, recipe_dir)]
-    objectstore.pull(model_name)  # in object storage: every run of the model, to look through
-    return [RunDir(model_name, p.name) for p in sorted((runs_root() / model_name).glob("*"))]
+        objectstore.pull(f"{model_name}/{recipe_dir}", weights=False)  # results, not weights
+        return [RunDir(model_name, recipe_dir, runs_root())]
+    objectstore.pull(model_name, weights=False)  # in object storage: every run's results
+    root = runs_root()
+    return [RunDir(model_name, p.name, root) for p in sorted((root / model_name).glob("*"))]
 
 
 def _same_hardware(environment: dict, hw: Hardware) -> bool:
@@ -299,7 +328,19 @@ def render(rows: list[Row], header: str, price: prices.Price | None) -> str:
     )
     lines.append(f"price: {price.usd_per_hour:g} $/h per GPU, {price.source}" if price else
                  "price: none for this GPU (--gpu-hour-usd)")  # fmt: skip
-    return "\n".join(lines)
+    return "\n".join(lines + _layout_notes(rows))
+
+
+def _layout_notes(rows: list[Row]) -> list[str]:
+    """Rows whose layout is not vLLM's plain TP split: their flags and why."""
+    lines = []
+    for r in rows:
+        if r.refused:
+            lines.append(f"{r.recipe} ({_kv(r.kv_dtype)}): vLLM 0.32 would refuse —")
+            lines += [f"  {reason}" for reason in r.refused]
+            if r.vllm_flags:
+                lines.append(f"  → `vllm serve … {r.vllm_flags}`")
+    return lines
 
 
 def _gpus(r: Row) -> str:

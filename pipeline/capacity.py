@@ -15,8 +15,9 @@ KV-cache dtype, from the model config alone — a table over the one deployment 
   max users        = ⌊ usable KV room per GPU / KV per sequence per GPU ⌋
 """
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
+from pipeline.config.recipe import RecipeFile
 from pipeline.core.errors import UserError
 from pipeline.models import kv_layout
 from pipeline.planning import deployment, geometry, kv_cache
@@ -40,25 +41,37 @@ class Row:
     tp: int | None = None  # tensor parallel: within a node, a size vLLM accepts (parallel.py)
     pp: int | None = None  # pipeline stages: one per node beyond the first
     executor: str | None = None  # vLLM's: "mp" on one node, "ray" across nodes
+    expert_parallel: bool = False  # --enable-expert-parallel: the plain TP split is refused
+    vllm_flags: str | None = None  # the layout's `vllm serve` flags
+    refused: list[str] = field(default_factory=list)  # why smaller layouts would not load
 
     @property
     def nodes(self) -> int | None:
         return self.pp
 
 
-def row(config: dict, recipe_name: str, load: Load, gpus: Inventory, budget: Budget) -> Row:
-    """The planner's deployment of one recipe × KV dtype (planning/deployment.py), as a row."""
+def row(
+    config: dict,
+    recipe: RecipeFile | None,
+    load: Load,
+    gpus: Inventory,
+    budget: Budget,
+) -> Row:
+    """The planner's deployment of one recipe (None: the original) × KV dtype
+    (planning/deployment.py), as a row."""
+    recipe_name = recipe.name if recipe else "original"
     per_token = kv_cache.bytes_per_token(config, load.kv_dtype)
     scheduled = budget.scheduled_on(gpus)
     per_sequence = kv_cache.bytes_per_sequence(config, load.kv_dtype, load.context, scheduled)
     needed = load.users * per_sequence
-    found = deployment.fewest(config, load, gpus, budget)
+    found = deployment.fewest(config, load, gpus, budget, recipe)
     if found is None:
         return Row(recipe_name, load.kv_dtype, load.weights, per_token, needed, None, None, None)
     return Row(
         recipe_name, load.kv_dtype, load.weights, per_token, needed, found.gpus,
         found.max_users, found.kv_room_bytes, found.tensor_parallel_size,
-        found.pipeline_parallel_size, found.executor,
+        found.pipeline_parallel_size, found.executor, found.expert_parallel,
+        found.vllm_flags(), list(found.refused),
     )  # fmt: skip
 
 
@@ -80,11 +93,11 @@ def plan(
             f"users, context and max-num-batched-tokens must be ≥ 1 "
             f"(got {users}, {context}, {scheduled})"
         )
-    weights = [("original", geometry.of(config).original_bytes)]
-    weights += [(r.name, artifact_bytes(r, config)) for r in recipes]
+    weights = [(None, geometry.of(config).original_bytes)]
+    weights += [(r, artifact_bytes(r, config)) for r in recipes]
     return [
-        row(config, name, Load(w, kv, users, context), gpus, budget)
-        for name, w in weights
+        row(config, r, Load(w, kv, users, context), gpus, budget)
+        for r, w in weights
         for kv in kv_dtypes
     ]
 
@@ -129,4 +142,18 @@ def render(rows: list[Row], users: int, context: int, gpus: Inventory) -> str:
             f"--tensor-parallel-size {spanning.tp} --pipeline-parallel-size {spanning.pp} "
             f"--distributed-executor-backend {spanning.executor}`"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + _layout_notes(rows))
+
+
+def _layout_notes(rows: list[Row]) -> list[str]:
+    """Per recipe whose layout is not the plain one: its flags and why (once per recipe)."""
+    notes: dict[str, list[str]] = {}
+    for r in rows:
+        if r.refused and r.recipe not in notes:
+            said = [f"{r.recipe}: vLLM 0.32 would refuse —"]
+            said += [f"  {reason}" for reason in r.refused]
+            said.append(
+                f"  → `vllm serve … {r.vllm_flags}`" if r.vllm_flags else "  → no layout loads"
+            )
+            notes[r.recipe] = said
+    return [line for said in notes.values() for line in said]

@@ -131,15 +131,19 @@ def _disk(stages: dict, refusals: list) -> list[dict]:
     return found
 
 
-def _engines(config, sides: dict, gpus, users: int, context: int, refusals: list) -> dict:
-    """Each side's engine on this host, and on REFERENCE_GPU GPUs (what a GPU host needs)."""
+def _engines(
+    config, sides: dict, gpus, users: int, context: int, refusals: list, recipe=None
+) -> dict:
+    """Each side's engine on this host, and on REFERENCE_GPU GPUs (what a GPU host needs); the
+    quantized side's layouts as vLLM loads the recipe's artifact (planning/layout.py)."""
     import psutil
 
     found = {}
     for side, weights in sides.items():
-        on_gpus = _on_gpus(config, weights, users, context, side)
+        mine = None if side == "original" else recipe
+        on_gpus = _on_gpus(config, weights, users, context, side, mine)
         try:
-            engine = engines.engine(config, weights, gpus, users, context, side)
+            engine = engines.engine(config, weights, gpus, users, context, side, recipe=mine)
         except NotOnThisHost as e:
             refusals.append(str(e))
             found[side] = {"refused": str(e), "on_gpus": on_gpus}
@@ -163,17 +167,22 @@ def _engines(config, sides: dict, gpus, users: int, context: int, refusals: list
     return found
 
 
-def _on_gpus(config: dict, weights: int, users: int, context: int, side: str) -> dict:
+def _on_gpus(config: dict, weights: int, users: int, context: int, side: str, recipe=None) -> dict:
     """What REFERENCE_GPU GPUs would need (the deployment planner, nodes of 8):
-    tensor_parallel_size is the GPU count, TP × PP (None: more than 8 nodes hold)."""
+    tensor_parallel_size is the GPU count, TP × PP (None: more than 8 nodes hold). `recipe`
+    (the quantized side's): a TP vLLM loads its artifact at, expert parallel where it must;
+    the original (None) is never refused."""
     from pipeline.planning import deployment, gpus
 
     load = deployment.Load(weights, "auto", users, context)
-    found = deployment.fewest(config, load, gpus.named(REFERENCE_GPU))
+    found = deployment.fewest(config, load, gpus.named(REFERENCE_GPU), recipe=recipe)
     if found is None:
         return {"gpu": REFERENCE_GPU, "tensor_parallel_size": None, "tp": None, "pp": None}
     tp, pp = found.tensor_parallel_size, found.pipeline_parallel_size
-    return {"gpu": REFERENCE_GPU, "tensor_parallel_size": found.gpus, "tp": tp, "pp": pp}
+    placed = {"gpu": REFERENCE_GPU, "tensor_parallel_size": found.gpus, "tp": tp, "pp": pp}
+    if found.expert_parallel:
+        placed |= {"expert_parallel": True, "refused": list(found.refused)}
+    return placed
 
 
 def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dict:
@@ -188,7 +197,7 @@ def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dic
     sides = {"original": original, q.recipe.name: artifact or original}
     if chosen == "vllm":
         found["engines"] = _engines(q.config, sides, gpus, EVAL_BATCH, s.context_length + 1,
-                                    refusals)  # fmt: skip
+                                    refusals, q.recipe)  # fmt: skip
         found["cpu_ram_bytes"] = 0
     else:  # transformers: float32 on CPU, one side at a time; the checkpoint's dtype on GPUs
         import psutil
@@ -196,7 +205,14 @@ def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dic
         largest = max(sides.values())
         found["where"] = "GPUs (device_map auto)" if gpus else "CPU, float32"
         found["on_gpus"] = {  # what the vllm backend would need on a GPU host
-            side: _on_gpus(q.config, weights, EVAL_BATCH, s.context_length + 1, side)
+            side: _on_gpus(
+                q.config,
+                weights,
+                EVAL_BATCH,
+                s.context_length + 1,
+                side,
+                None if side == "original" else q.recipe,
+            )  # fmt: skip
             for side, weights in sides.items()
         }
         found["cpu_ram_bytes"] = 0 if gpus else largest * 2 + _scoring_bytes(q.config, s)
@@ -231,7 +247,7 @@ def _serve(q, gpus, original: int, artifact: int, refusals: list, overrides: dic
     sides = {"original": original, q.recipe.name: artifact or original}
     seconds, how = _serve_time(q, s)
     found = {
-        "engines": _engines(q.config, sides, gpus, users, context, refusals),
+        "engines": _engines(q.config, sides, gpus, users, context, refusals, q.recipe),
         "placement": None,
         "launches": {},
         "users": users,

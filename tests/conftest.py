@@ -52,6 +52,9 @@ def postgres():
     server.stop()
 
 
+S3_SECRET = "planted-s3-secret-5fQ9zW"
+
+
 @pytest.fixture(scope="session")
 def s3():
     """moto's S3 server on 127.0.0.1 (the S3 API itself, not a mock of fsspec); `.env` points
@@ -65,8 +68,9 @@ def s3():
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    # a distinctive secret (moto accepts any): tests search every output and log for it
     env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
-           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+           "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
 
     class S3:
         def __init__(self):
@@ -77,7 +81,7 @@ def s3():
 
             name = f"b-{uuid.uuid4().hex[:12]}"
             boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                         aws_access_key_id="test", aws_secret_access_key="test"
+                         aws_access_key_id="test", aws_secret_access_key=S3_SECRET
                          ).create_bucket(Bucket=name)  # fmt: skip
             return f"s3://{name}"
 

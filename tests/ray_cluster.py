@@ -21,12 +21,15 @@ RAY = Path(sys.executable).parent / "ray"
 
 
 class Cluster:
-    def __init__(self, workers: int = 2, gpus: int = 2, cpus: int = 1):
+    def __init__(self, workers: int = 2, gpus: int = 2, cpus: int = 1, env: dict | None = None):
+        """env: what every node's environment adds (the object store's credentials: they
+        never travel with a task)."""
         self.root = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # short socket paths
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
+            **(env or {}),
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN": secrets.token_hex(32),
             "RAY_USAGE_STATS_ENABLED": "0",

@@ -22,7 +22,7 @@ from pipeline.cli import help_texts
 from pipeline.config.advise_settings import AdviseSettings
 from pipeline.config.capacity_settings import PlanSettings
 from pipeline.config.recipe import ServeSettings
-from pipeline.core import procs
+from pipeline.core import procs, secrets
 from pipeline.core.errors import PipelineError, UserError, debugging
 from pipeline.core.outcome import Outcome
 from pipeline.planning.gpus import SPECS as GPUS
@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     want_json = getattr(args, "json", False) and not plain
     # with --json, stdout carries the outcome alone: what people read goes to stderr
     out = contextlib.redirect_stdout(sys.stderr) if want_json else contextlib.nullcontext()
+    if getattr(args, "db", None):
+        secrets.remember(args.db)  # masked by value in every message from now on
     try:
         with out:
             outcome = args.func(args)
@@ -61,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug or a library's crash: the traceback is for the maintainers
         traceback.print_exc()
         outcome = Outcome.of(command, "internal_error", f"{type(e).__name__}: {e}"[:1000])
+    if outcome.message:  # whatever a library said, credentials never shown
+        outcome.message = secrets.text(outcome.message)
     if want_json:
         print(outcome.model_dump_json())
     if outcome.exit_code and outcome.message:
@@ -476,7 +480,7 @@ def cmd_nightly(args) -> Outcome:
             runs = store.run_ids()
             run_id = runs[-1]["id"] if runs else "latest"
         store.pin(run_id)
-        print(f"baseline pinned: {run_id} ({store.url})")
+        print(f"baseline pinned: {run_id} ({secrets.url(store.url)})")
         return _ok("nightly")
     status, message = night.nightly(args.matrix, args.executor, args.db, args.new)
     return Outcome.of("nightly", status, message)
@@ -582,6 +586,7 @@ def cmd_schema(args) -> Outcome:
 
 
 def cmd_clean_cache(args) -> Outcome:
+    from pipeline.core import objectstore
     from pipeline.core.paths import runs_root
     from pipeline.core.rundir import HISTORY_STAGES, RunDir
 
@@ -592,6 +597,7 @@ def cmd_clean_cache(args) -> Outcome:
     cap = int(args.max_mib * MIB) if args.max_mib is not None else None
     removed = []
     root = runs_root()
+    objectstore.pull("", weights=False)  # in object storage: every run's manifest and results
     for manifest in sorted(root.glob("*/*/manifest.json")):
         rundir = RunDir(manifest.parent.parent.name, manifest.parent.name, root)
         with rundir.lock():
@@ -599,5 +605,7 @@ def cmd_clean_cache(args) -> Outcome:
                 removed += rundir.prune(stage, args.keep, cap)
     for path in removed:
         print(f"removed   {path}")
+    for line in objectstore.commit_pruned():  # the store pruned too: commits, then its GC
+        print(line)
     print(f"clean-cache: {len(removed)} older results removed under {root}")
     return _ok("clean-cache")

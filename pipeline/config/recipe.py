@@ -92,6 +92,11 @@ class ServeSettings(Strict):
     num_prompts: int = Field(32, gt=0, description="requests per level (at least 2 × concurrency)")
     max_model_len: int | None = Field(None, gt=0, description="default: the model's, ≤ 4096")
     tensor_parallel_size: int = Field(1, gt=0)
+    expert_parallel: bool = Field(
+        False,
+        description="MoE: whole experts on each rank (--enable-expert-parallel), for a TP "
+        "whose split of the experts straddles the recipe's blocks or groups",
+    )
     pipeline_parallel_size: int = Field(
         1, gt=0, description="pipeline stages (one per node beyond the first; Ray's executor)"
     )

@@ -1,76 +1,662 @@
-"""Run folders in object storage: RUNS_DIR=s3://bucket/prefix (any fsspec URL; S3 through
-s3fs, credentials and endpoint as boto reads them: AWS_* variables, ~/.aws).
+"""Run folders in object storage: RUNS_DIR=s3://bucket/prefix (any fsspec URL; S3 through s3fs,
+credentials and endpoint as boto reads them: AWS_* variables, ~/.aws).
 
-Stages work in a local mirror of the run folder (under the cache: mirror_root) and commit by
-uploading — every new file first, the manifest last — so an upload killed halfway leaves the
-stored manifest as it was: never a `done` whose files are missing. Whoever reads a run folder
-(a stage, publish, advise) fetches it first: its files, then its manifest. Committed files are
-never rewritten in place (results live in folders named by their inputs' fingerprint), so a
-file whose size matches is taken as the same file; hidden names (staging folders, locks,
-temporary files) never travel. Nothing is deleted remotely: pruning is local.
+Stages work in a local mirror of each run folder (under the cache: mirror_root). The store
+holds a folder by content, as git, DVC, huggingface_hub and OCI registries do:
+
+    <root>/.objects/sha256/ab/ab12…        the bytes of every file, named by their sha256
+    <root>/<model>/<recipe>/manifest.json  the folder's manifest, and under "objectstore" the
+                                           map of every file it covers: path → sha256, size
+
+A commit (push) uploads the content the store does not hold yet, then the manifest: the one
+atomic pointer of the folder (an S3 PUT is whole or absent, and read-after-write consistent).
+A commit killed halfway leaves the previous version; a file rewritten in place with the same
+size (`--force`, a recipe edit) is new content under a new name. A reader (pull) fetches the
+manifest first, then exactly the objects it names, each checked against its sha256 before it
+is renamed into place: whatever commits meanwhile, it gets one committed version. Files the
+mirror synced before and the manifest no longer names are removed; files it never synced are
+this machine's own work and stay (a fresh mirror holds only what the manifest names).
+
+On S3 the manifest is written only over the version the commit read (If-Match; If-None-Match
+where there was none): a commit that lost a race reads again and merges again. Folders without
+a manifest of their own (`<model>/original`, the nightly's recipes and logs, written by cells
+on several nodes at once) keep every machine's additions; a run folder's manifest is the last
+committer's, as before (the nightly runs the cells of one run folder one after another).
+
+`pull(rel, weights=False)`: manifests and results only, not `artifact/` nor tensors (advise,
+clean-cache); what it left out stays in the next commit unless its folder was pruned. Pruning
+commits like any write (the manifest drops the files); `collect_garbage` (`make clean-cache`)
+deletes the objects no manifest names once older than GC_MIN_AGE_S. A hidden record per
+mirrored folder keeps its files' hashes by size, mtime, ctime and inode, so a cached pull
+does not re-read gigabytes; size alone is never trusted. Hidden names (staging folders, locks,
+temporary files, the record) never travel. Every S3 request has a deadline (S3_TRANSPORT);
+a failure is one line naming RUNS_DIR (StoreError, exit 1). A stored manifest from before
+content addressing (no file map) is said once and ignored: the next commit stores it anew.
 """
 
+import contextlib
+import copy
 import functools
+import hashlib
+import json
 import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
 
+from pipeline.core import secrets
+from pipeline.core.errors import PipelineError, UserError, first_line
+from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import mirror_root, runs_url
 
-__all__ = ["pull", "push", "runs_url"]
+__all__ = ["StoreError", "collect_garbage", "commit_pruned", "pull", "push", "runs_url"]
 
 MANIFEST = "manifest.json"
+OBJECTS = ".objects/sha256"
+KEY = "objectstore"  # the file map's key in a stored manifest; the local copy has none
+LAYOUT = "sha256-v1"
+RECORD = ".objectstore.json"  # per mirrored folder: the manifest it was synced with, hashes
+# botocore's defaults kept a stalled endpoint busy ~418 s; with these one request gives up
+# after at most attempts × (connect + read) s plus backoff: 214 s (deadline_s). In botocore's
+# client config `max_attempts` counts retries (3 would be 4 requests): the total is explicit.
+S3_TRANSPORT = {"connect_timeout": 10, "read_timeout": 60,
+                "retries": {"total_max_attempts": 3, "mode": "standard"}}  # fmt: skip
+# a writer uploads its objects before its manifest: GC spares objects younger than this, and
+# a commit re-uploads an unreferenced object older than half of it (so no GC takes it then)
+GC_MIN_AGE_S = 24 * 3600
+COMMIT_TRIES = 8  # commits of one folder racing each other: each retry merges anew
+WEIGHTS = (".safetensors", ".pt", ".pth", ".bin", ".npy", ".gguf")  # and all of artifact/
 
 
-def pull(rel: str) -> None:
-    """Fetch `rel` (a folder under the runs root) into the mirror: what is new or changed,
-    manifests last. No-op without object storage, or where nothing is stored yet."""
+class StoreError(PipelineError):
+    """The store failed or did not answer within its deadline: one line naming RUNS_DIR."""
+
+
+def deadline_s(transport: dict | None = None) -> float:
+    """The longest one S3 request may take under `transport` (S3_TRANSPORT)."""
+    t = transport or S3_TRANSPORT
+    attempts = t["retries"]["total_max_attempts"]
+    return attempts * (t["connect_timeout"] + t["read_timeout"]) + 2 ** (attempts - 1)
+
+
+def pull(rel: str, *, weights: bool = True, mirror: Path | None = None) -> None:
+    """Fetch the run folders stored at or under `rel` into the mirror, each exactly as its
+    stored manifest names it. weights=False: no `artifact/`, no tensors. No-op without object
+    storage, or where nothing is stored yet."""
     if (remote := runs_url()) is None:
         return
-    fs, root = _fs(remote)
-    base = f"{root}/{rel}".rstrip("/")
-    fs.invalidate_cache(base)  # s3fs keeps listings: another machine may have written since
-    if not fs.exists(base):
-        return
-    local = mirror_root(remote) / rel
-    found = fs.find(base, detail=True)
-    for key in sorted(found, key=lambda k: k.endswith("/" + MANIFEST)):  # manifests last
-        inner = key[len(base) :].lstrip("/")
-        if _hidden(inner):
-            continue
-        target = local / inner
-        if target.is_file() and target.stat().st_size == found[key]["size"]:
-            if not inner.endswith(MANIFEST):  # a manifest changes in place: always fetched
-                continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.fetching")
-        fs.get_file(key, str(partial))
-        os.replace(partial, target)
+    store = _store(remote)
+    local_root = mirror or mirror_root(remote)
+    with _failing(store, f"fetching {rel or 'the run folders'}"):
+        for unit in _units(store, rel):
+            _pull_unit(store, unit, local_root / unit, weights)
 
 
-def push(rel: str) -> None:
-    """Upload `rel` from the mirror: new or changed files first, its manifest last."""
+def push(rel: str, *, mirror: Path | None = None, if_unchanged: bool = False) -> bool:
+    """Commit `rel` from the mirror: content the store lacks, then its manifest. if_unchanged:
+    not where another machine committed since this mirror synced (False then)."""
     if (remote := runs_url()) is None:
-        return
-    local = mirror_root(remote) / rel
+        return False
+    local = (mirror or mirror_root(remote)) / rel
     if not local.is_dir():
+        return False
+    store = _store(remote)
+    with _failing(store, f"committing {rel}"):
+        return _push_unit(store, rel, local, if_unchanged)
+
+
+def commit_pruned(min_age_s: float = GC_MIN_AGE_S) -> list[str]:
+    """After a local prune (`make clean-cache`, on a mirror pulled just before): commit every
+    mirrored folder, then collect garbage. Lines for people; [] without object storage."""
+    if (remote := runs_url()) is None:
+        return []
+    mirror, skipped = mirror_root(remote), []
+    for record in sorted(mirror.rglob(RECORD)):
+        rel = record.parent.relative_to(mirror).as_posix()
+        if _busy(record.parent) or not push(rel, if_unchanged=True):
+            skipped.append(rel)
+    lines = [f"skipped   {rel}: being written here, or committed from elsewhere meanwhile"
+             for rel in skipped]  # fmt: skip
+    count, size = collect_garbage(min_age_s)
+    hours = min_age_s / 3600
+    lines.append(f"store     {secrets.url(remote)}: {count} unreferenced objects deleted "
+                 f"({size / 2**20:.1f} MiB); younger than {hours:g} h kept")  # fmt: skip
+    return lines
+
+
+def collect_garbage(min_age_s: float = GC_MIN_AGE_S) -> tuple[int, int]:
+    """Delete the objects no stored manifest under the root names and older than `min_age_s`
+    (a writer may have uploaded objects whose manifest is not written yet). (count, bytes)."""
+    if (remote := runs_url()) is None:
+        return 0, 0
+    store = _store(remote)
+    with _failing(store, "collecting unreferenced objects"):
+        prefix = f"{store.root}/{OBJECTS}"
+        store.fs.invalidate_cache(prefix)
+        found = store.fs.find(prefix, detail=True)  # first: what is uploaded later is spared
+        named = _referenced(store)
+        now = time.time()
+        doomed = {
+            key: info
+            for key, info in found.items()
+            if key.rsplit("/", 1)[-1] not in named and _age_s(info, now) >= min_age_s
+        }
+        if doomed:
+            store.fs.rm(sorted(doomed))
+        return len(doomed), sum(info.get("size") or 0 for info in doomed.values())
+
+
+# --- the store ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Store:
+    remote: str
+    fs: Any
+    root: str
+    s3: bool  # conditional writes (If-Match): a commit is a compare-and-swap
+
+    def key(self, rel: str) -> str:
+        return f"{self.root}/{rel}".rstrip("/")
+
+    def pointer(self, rel: str) -> str:
+        return f"{self.key(rel)}/{MANIFEST}"
+
+    def object(self, sha: str) -> str:
+        return f"{self.root}/{OBJECTS}/{sha[:2]}/{sha}"
+
+    def shown(self) -> str:
+        return f"RUNS_DIR={secrets.url(self.remote)}"
+
+
+@functools.cache
+def _store(remote: str) -> _Store:
+    """The filesystem of RUNS_DIR, its bucket checked once per process (exit 2 where it is
+    missing or refuses these credentials)."""
+    import fsspec
+
+    s3 = remote.startswith(("s3://", "s3a://"))
+    options = {"config_kwargs": copy.deepcopy(S3_TRANSPORT)} if s3 else {}  # botocore edits it
+    fs, root = fsspec.core.url_to_fs(remote, skip_instance_cache=True, **options)
+    if options:
+        fs.retries = 1  # s3fs's own loop around botocore's: its retries bound the deadline
+    store = _Store(remote, fs, root.rstrip("/"), s3)
+    if options:
+        with _failing(store, "reaching the bucket"):
+            _check_bucket(store)
+    return store
+
+
+def _check_bucket(store: _Store) -> None:
+    bucket = store.root.split("/", 1)[0]
+    try:
+        store.fs.call_s3("head_bucket", Bucket=bucket)
+    except FileNotFoundError:
+        raise UserError(f"{store.shown()}: bucket {bucket} does not exist at this endpoint "
+                        "(AWS_ENDPOINT_URL, or AWS's where unset)") from None  # fmt: skip
+    except PermissionError as e:
+        raise UserError(f"{store.shown()}: bucket {bucket} refuses these credentials "
+                        f"({_why(e)}): check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, "
+                        "AWS_PROFILE or ~/.aws") from None  # fmt: skip
+    except Exception as e:
+        if type(e).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
+            raise UserError(f"{store.shown()}: no credentials for bucket {bucket} "
+                            "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE or "
+                            "~/.aws)") from None  # fmt: skip
+        raise
+
+
+@contextlib.contextmanager
+def _failing(store: _Store, what: str):
+    """A transport's failure as one line naming RUNS_DIR (masked) and what failed."""
+    started = time.monotonic()
+    try:
+        yield
+    except PipelineError:
+        raise
+    except _transport_errors() as e:
+        took = time.monotonic() - started
+        raise StoreError(secrets.text(
+            f"{store.shown()}: {what} failed after {took:.0f} s: {type(e).__name__}: {_why(e)}"
+        )) from e  # fmt: skip
+
+
+@functools.cache
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    errors: tuple[type[BaseException], ...] = (OSError, TimeoutError)
+    with contextlib.suppress(ImportError):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        errors += (BotoCoreError, ClientError)
+    return errors
+
+
+def _why(e: BaseException) -> str:
+    return " ".join(first_line(e).split())[:300]
+
+
+@dataclass(frozen=True)
+class _Read:
+    raw: bytes
+    etag: str | None  # what a conditional write compares with (S3)
+
+
+def _read_pointer(store: _Store, rel: str) -> _Read | None:
+    """The stored manifest of `rel` (None where there is none): what it names is what a pull
+    fetches, whatever commits after this read."""
+    try:
+        if not store.s3:
+            return _Read(store.fs.cat_file(store.pointer(rel)), None)
+        return _Read(*_get_with_etag(store, store.pointer(rel)))
+    except FileNotFoundError:
+        return None
+
+
+def _get_with_etag(store: _Store, key: str) -> tuple[bytes, str | None]:
+    """One GET: the body and the ETag of that very version (s3fs's cat drops the ETag)."""
+    from fsspec.asyn import sync
+
+    bucket, path, _ = store.fs.split_path(key)
+
+    async def get():
+        found = await store.fs._call_s3("get_object", Bucket=bucket, Key=path)
+        try:
+            return await found["Body"].read(), found.get("ETag")
+        finally:
+            found["Body"].close()
+
+    return sync(store.fs.loop, get)
+
+
+class _Conflict(Exception):
+    """Another commit replaced the stored manifest between this one's read and write."""
+
+
+def _write_pointer(store: _Store, rel: str, body: bytes, read: _Read | None) -> None:
+    """The commit: on S3, only over the version read (If-Match), or where none was
+    (If-None-Match); a store without conditional writes takes it plainly."""
+    condition = {}
+    if store.s3:
+        condition = {"IfMatch": read.etag} if read and read.etag else {"IfNoneMatch": "*"}
+    try:
+        store.fs.pipe_file(store.pointer(rel), body, **condition)
+    except OSError as e:
+        code = _error_code(e)
+        if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+            raise _Conflict from None
+        if code not in ("NotImplemented", "501") or not condition:
+            raise
+        store.fs.pipe_file(store.pointer(rel), body)
+
+
+def _error_code(e: BaseException) -> str | None:
+    """The S3 error code behind s3fs's translated OSError."""
+    if isinstance(e, FileExistsError):  # s3fs's word for a failed If-None-Match
+        return "PreconditionFailed"
+    response = getattr(e.__cause__, "response", None) or {}
+    return response.get("Error", {}).get("Code")
+
+
+def _units(store: _Store, rel: str) -> list[str]:
+    """The folders with a stored manifest at or under `rel`; files of the layout before
+    content addressing are said once and ignored."""
+    base = store.key(rel)
+    store.fs.invalidate_cache(base)
+    if rel:
+        keys = store.fs.find(base)
+    else:  # the root: its run folders, not the objects
+        try:
+            tops = store.fs.ls(base, detail=False)
+        except FileNotFoundError:  # nothing stored yet
+            return []
+        keys = [
+            k for top in tops if not _hidden(top.rsplit("/", 1)[-1]) for k in store.fs.find(top)
+        ]
+    inner = [k[len(store.root) + 1 :] for k in keys if k.startswith(base + "/") or not rel]
+    inner = [k for k in inner if not _hidden(k)]
+    units = sorted(k[: -len(MANIFEST)].rstrip("/") for k in inner if k.split("/")[-1] == MANIFEST)
+    if others := [k for k in inner if k.split("/")[-1] != MANIFEST]:
+        _say(f"{store.shown()}: {len(others)} files under {rel or 'the root'} were stored "
+             "before content addressing (not named by any manifest): ignored")  # fmt: skip
+    return units
+
+
+# --- the stored manifest ----------------------------------------------------------------------
+
+
+@dataclass
+class _Pointer:
+    manifest: dict | None  # the folder's manifest.json; None where the folder has none
+    files: dict[str, dict]  # path → {"sha256", "size"}
+
+
+def _parse(store: _Store, rel: str, raw: bytes, quiet: bool = False) -> _Pointer | None:
+    """The stored manifest read; None where it predates content addressing (said once)."""
+    try:
+        data = json.loads(raw)
+    except ValueError as e:
+        raise StoreError(f"{store.shown()}: {rel}/{MANIFEST} is not JSON ({_why(e)})") from None
+    block = data.pop(KEY, None) if isinstance(data, dict) else None
+    if not isinstance(block, dict):
+        if not quiet:
+            _say(f"{store.shown()}: {rel}/{MANIFEST} predates content addressing (no file map): "
+                 "ignored; the next commit from a mirror stores the folder anew")  # fmt: skip
+        return None
+    if block.get("layout") != LAYOUT:
+        raise UserError(f"{store.shown()}: {rel}/{MANIFEST} has layout {block.get('layout')!r}, "
+                        f"this checkout reads {LAYOUT}: update it")  # fmt: skip
+    files = block.get("files") or {}
+    for inner, meta in files.items():
+        if not _safe(inner) or not isinstance(meta, dict) or len(str(meta.get("sha256"))) != 64:
+            raise StoreError(f"{store.shown()}: {rel}/{MANIFEST} names {inner!r}: not a file map")
+    return _Pointer(data if block.get("manifest") else None, files)
+
+
+def _encode(manifest: dict | None, files: dict[str, dict]) -> bytes:
+    block = {
+        "layout": LAYOUT,
+        "manifest": manifest is not None,
+        "files": dict(sorted(files.items())),
+    }
+    return (json.dumps({**(manifest or {}), KEY: block}, indent=2) + "\n").encode()
+
+
+def _safe(inner: str) -> bool:
+    """A path that stays inside its folder and is not hidden (nothing else is ever stored)."""
+    path = PurePosixPath(inner)
+    return bool(inner) and not path.is_absolute() and ".." not in path.parts and not _hidden(inner)
+
+
+# --- the mirror's record ----------------------------------------------------------------------
+
+
+@dataclass
+class _Record:
+    """What a mirrored folder was last synced with, and its files' hashes by stat."""
+
+    pointer: str | None = None  # sha256 of the stored manifest's bytes
+    synced: dict[str, dict] = field(default_factory=dict)  # the file map then
+    skipped: dict[str, bool] = field(default_factory=dict)  # not fetched: did its folder exist
+    hashes: dict[str, list] = field(default_factory=dict)  # path → [stat key…, sha256]
+
+    @classmethod
+    def load(cls, local: Path) -> "_Record":
+        try:
+            data = json.loads((local / RECORD).read_text())
+            return cls(data["pointer"], data["synced"], data["skipped"], data["hashes"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return cls()  # none, or unreadable: everything is hashed again
+
+    def save(self, local: Path) -> None:
+        live = {k: v for k, v in self.hashes.items() if (local / k).is_file()}
+        data = {"pointer": self.pointer, "synced": self.synced, "skipped": self.skipped,
+                "hashes": live}  # fmt: skip
+        write_json_atomic(local / RECORD, data)
+
+    def sha256(self, path: Path, inner: str) -> str:
+        """The file's sha256: from the record where size, mtime, ctime and inode are as
+        recorded, else read."""
+        key = _stat_key(path)
+        known = self.hashes.get(inner)
+        if known and known[:-1] == key:
+            return known[-1]
+        return self.remember(path, inner, _sha256(path))
+
+    def remember(self, path: Path, inner: str, sha: str) -> str:
+        self.hashes[inner] = [*_stat_key(path), sha]
+        return sha
+
+    def holds(self, path: Path, inner: str, meta: dict) -> bool:
+        """Whether the mirror's file has this content (never by its size alone)."""
+        if not path.is_file() or path.stat().st_size != meta["size"]:
+            return False
+        return self.sha256(path, inner) == meta["sha256"]
+
+
+def _stat_key(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+# --- pull -------------------------------------------------------------------------------------
+
+
+def _pull_unit(store: _Store, rel: str, local: Path, weights: bool) -> None:
+    read = _read_pointer(store, rel)
+    if read is None or (pointer := _parse(store, rel, read.raw)) is None:
         return
-    fs, root = _fs(remote)
-    base = f"{root}/{rel}".rstrip("/")
-    fs.invalidate_cache(base)
-    stored = fs.find(base, detail=True) if fs.exists(base) else {}
-    manifest = None
-    for path in sorted(p for p in local.rglob("*") if p.is_file()):
-        inner = path.relative_to(local).as_posix()
-        if _hidden(inner):
+    if _busy(local):  # a process here holds the folder's lock: it is writing, then commits
+        return
+    record = _Record.load(local)
+    left = [
+        i
+        for i, m in sorted(pointer.files.items())
+        if not _place(store, rel, local, i, m, record, weights)
+    ]
+    if pointer.manifest is not None and _local_manifest(local) != pointer.manifest:
+        write_json_atomic(local / MANIFEST, pointer.manifest)  # after its files
+    _drop_unnamed(local, pointer.files, record)
+    record.pointer, record.synced = _digest(read.raw), pointer.files
+    record.skipped = {inner: (local / inner).parent.is_dir() for inner in left}
+    record.save(local)
+
+
+def _place(store: _Store, rel: str, local: Path, inner: str, meta: dict, record: _Record,
+           weights: bool) -> bool:  # fmt: skip
+    """Make the mirror's file this content; False where it is a weight left out."""
+    target = local / inner
+    if record.holds(target, inner, meta):
+        return True
+    if not weights and _is_weight(inner):
+        if inner in record.synced and target.is_file():
+            target.unlink()  # an older version's weights: absent rather than stale
+        return False
+    _fetch(store, f"{rel}/{inner}", meta, target)
+    record.remember(target, inner, meta["sha256"])  # checked by _fetch: not read again
+    return True
+
+
+def _fetch(store: _Store, what: str, meta: dict, target: Path) -> None:
+    """Download one object beside `target` under a hidden name, check its sha256, rename."""
+    sha = meta["sha256"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.fetching-{os.getpid()}")
+    try:
+        try:
+            store.fs.get_file(store.object(sha), str(partial))
+        except FileNotFoundError:
+            raise StoreError(f"{store.shown()}: {what} (sha256 {sha[:12]}…) is named by its "
+                             "manifest but not held by the store") from None  # fmt: skip
+        if (found := _sha256(partial)) != sha:
+            raise StoreError(f"{store.shown()}: {what}: object {sha[:12]}… holds other bytes "
+                             f"(sha256 {found[:12]}…): not used")  # fmt: skip
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _drop_unnamed(local: Path, files: dict[str, dict], record: _Record) -> None:
+    """Remove what this mirror synced before and the manifest no longer names, where it is
+    still as synced (what this machine wrote since is its own, unpushed work)."""
+    for inner, meta in record.synced.items():
+        target = local / inner
+        if inner in files or not target.is_file():
             continue
-        if inner == MANIFEST:
-            manifest = path
+        if record.sha256(target, inner) == meta["sha256"]:
+            target.unlink()
+            _remove_empty(target.parent, local)
+
+
+def _remove_empty(folder: Path, stop: Path) -> None:
+    while folder != stop and folder.is_relative_to(stop):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
+def _busy(local: Path) -> bool:
+    """Whether another process holds the folder's lock (RunDir.lock) now."""
+    import fcntl
+
+    try:
+        fd = os.open(local / ".lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _is_weight(inner: str) -> bool:
+    return inner.startswith("artifact/") or inner.endswith(WEIGHTS)
+
+
+# --- push -------------------------------------------------------------------------------------
+
+
+def _push_unit(store: _Store, rel: str, local: Path, if_unchanged: bool) -> bool:
+    record = _Record.load(local)
+    manifest = _local_manifest(local)
+    files = _scan(local, record)
+    for _ in range(COMMIT_TRIES):  # a commit that lost a race reads again and merges again
+        read = _read_pointer(store, rel)
+        if if_unchanged and read is not None and _digest(read.raw) != record.pointer:
+            return False
+        stored = _parse(store, rel, read.raw, quiet=True) if read is not None else None
+        committed = {**_kept(store, local, record, files, manifest, stored), **files}
+        held = {m["sha256"] for m in stored.files.values()} if stored else set()
+        for inner, meta in sorted(files.items()):
+            if meta["sha256"] not in held:
+                _upload(store, local / inner, meta["sha256"])
+        body = _encode(manifest, committed)
+        if read is not None and _digest(body) == _digest(read.raw):
+            break  # stored as it is
+        try:
+            _write_pointer(store, rel, body, read)  # last: the commit
+            break
+        except _Conflict:
             continue
-        key = f"{base}/{inner}"
-        if key in stored and stored[key]["size"] == path.stat().st_size:
-            continue
-        fs.put_file(str(path), key)
-    if manifest is not None:  # last: the commit
-        fs.put_file(str(manifest), f"{base}/{MANIFEST}")
+    else:
+        raise StoreError(f"{store.shown()}: committing {rel}: {COMMIT_TRIES} other commits "
+                         "replaced its manifest meanwhile; try again")  # fmt: skip
+    record.pointer, record.synced = _digest(body), committed
+    record.skipped = {k: v for k, v in record.skipped.items() if k in committed and k not in files}
+    record.save(local)
+    return True
+
+
+def _kept(
+    store: _Store,
+    local: Path,
+    record: _Record,
+    files: dict[str, dict],
+    manifest: dict | None,
+    stored: _Pointer | None,
+) -> dict[str, dict]:
+    """What the commit names besides the mirror's files: weights a metadata-only pull left
+    in the store, and in a folder without a manifest (a cache, the nightly's logs) what other
+    machines added since this one synced — where the store still holds it."""
+    kept = _kept_remote(local, record, files)
+    if manifest is None and stored is not None:
+        kept |= {k: m for k, m in stored.files.items() if k not in files and k not in record.synced}
+    held = {m["sha256"] for m in stored.files.values()} if stored else set()
+    return {k: m for k, m in kept.items() if m["sha256"] in held or _info(store, m["sha256"])}
+
+
+def _scan(local: Path, record: _Record) -> dict[str, dict]:
+    """The folder's files (not hidden, not its manifest, not a nested mirrored folder's) with
+    their sha256 and size."""
+    found = {}
+    for folder, dirs, names in os.walk(local):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if not _hidden(d) and not (here / d / RECORD).exists())
+        for name in names:
+            path = here / name
+            inner = path.relative_to(local).as_posix()
+            if _hidden(name) or inner == MANIFEST or not path.is_file():
+                continue
+            found[inner] = {"sha256": record.sha256(path, inner), "size": path.stat().st_size}
+    return found
+
+
+def _kept_remote(local: Path, record: _Record, files: dict[str, dict]) -> dict[str, dict]:
+    """What a pull with weights=False left in the store: still committed while its folder is
+    as that pull left it (a pruned or rewritten folder decides for itself)."""
+    return {
+        inner: record.synced[inner]
+        for inner, existed in record.skipped.items()
+        if inner not in files and inner in record.synced
+        and (local / inner).parent.is_dir() == existed
+    }  # fmt: skip
+
+
+def _local_manifest(local: Path) -> dict | None:
+    path = local / MANIFEST
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a JSON object")
+    data.pop(KEY, None)
+    return data
+
+
+def _upload(store: _Store, path: Path, sha: str) -> None:
+    """Store one file's content under its hash, unless held already (and safe from a GC)."""
+    info = _info(store, sha)
+    if info and _age_s(info, time.time()) < GC_MIN_AGE_S / 2:
+        return
+    store.fs.put_file(str(path), store.object(sha))
+
+
+def _info(store: _Store, sha: str) -> dict | None:
+    key = store.object(sha)
+    store.fs.invalidate_cache(key.rsplit("/", 1)[0])
+    try:
+        return store.fs.info(key)
+    except FileNotFoundError:
+        return None
+
+
+# --- small things -----------------------------------------------------------------------------
+
+
+def _referenced(store: _Store) -> set[str]:
+    """Every sha256 a stored manifest under the root names."""
+    named = set()
+    for unit in _units(store, ""):
+        read = _read_pointer(store, unit)
+        pointer = _parse(store, unit, read.raw, quiet=True) if read is not None else None
+        if pointer is not None:
+            named |= {m["sha256"] for m in pointer.files.values()}
+    return named
+
+
+def _age_s(info: dict, now: float) -> float:
+    """Seconds since the object was written; 0 where the store does not say (never old)."""
+    stamp = info.get("LastModified") or info.get("mtime") or info.get("created")
+    if stamp is None:
+        return 0.0
+    seconds = stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp)
+    return max(0.0, now - seconds)
+
+
+def _digest(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
 
 
 def _hidden(inner: str) -> bool:
@@ -78,7 +664,6 @@ def _hidden(inner: str) -> bool:
 
 
 @functools.cache
-def _fs(remote: str):
-    import fsspec
-
-    return fsspec.core.url_to_fs(remote)
+def _say(line: str) -> None:
+    """A note on stderr, once per process (stdout may be a command's JSON)."""
+    print(f"note: {line}", file=sys.stderr)

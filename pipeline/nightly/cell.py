@@ -21,6 +21,9 @@ from pipeline.core.paths import REPO, runs_root
 from pipeline.nightly import envs
 from pipeline.nightly.matrix import Cell
 
+# the process groups of the cells this process runs now: stop_running() ends them
+_RUNNING: set[int] = set()
+
 
 def execute(
     cell: Cell, log_dir: str, timeout_s: float | None = None, env_stamps: dict | None = None
@@ -52,6 +55,15 @@ def execute(
     result["metrics"] = [asdict(m) for m in collect(outcome)]
     result["where"] = place
     return result
+
+
+def stop_running() -> None:
+    """End every cell this process runs now, with everything it started: the driver lost its
+    lease (store.py), so its cells are another driver's now, and a survivor would hold their
+    run folders' locks against it."""
+    for pid in list(_RUNNING):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def log_name(cell: Cell) -> str:
@@ -106,6 +118,7 @@ def _run(cell: Cell, log: Path, timeout_s: float | None) -> tuple[Outcome | None
             start_new_session=True,
         )  # fmt: skip
         timed_out = False
+        _RUNNING.add(proc.pid)
         try:
             stdout, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -113,6 +126,8 @@ def _run(cell: Cell, log: Path, timeout_s: float | None) -> tuple[Outcome | None
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             stdout, _ = proc.communicate()
+        finally:
+            _RUNNING.discard(proc.pid)
         err.write(stdout)
     with open(log, errors="replace") as f:
         f.seek(start)

@@ -29,6 +29,8 @@ def refusal(expected: dict[str, str], node: str, repo: Path = REPO) -> str | Non
             f"node {node}: no main env at {repo}/.venv: share the checkout with the driver, or "
             f"run `make setup` in a checkout at {repo} on that node"
         )
+    if why := credentials_refusal(node):
+        return why
     here = fingerprint(repo)
     differ = sorted(k for k in expected.keys() | here.keys() if expected.get(k) != here.get(k))
     if differ:
@@ -37,6 +39,26 @@ def refusal(expected: dict[str, str], node: str, repo: Path = REPO) -> str | Non
             f"({', '.join(differ)}): run `make setup` there with the driver's commit"
         )
     return None
+
+
+def credentials_refusal(node: str) -> str | None:
+    """Why this node cannot reach RUNS_DIR's object storage (None: it can, or it is local).
+    Credentials never travel with a Ray task (executors.SHARED): the node has its own."""
+    from pipeline.core import secrets
+    from pipeline.core.paths import runs_url
+
+    url = runs_url()
+    if not url or not url.startswith("s3://"):
+        return None
+    import botocore.session
+
+    if botocore.session.get_session().get_credentials() is not None:
+        return None
+    return (
+        f"node {node}: no AWS credentials for RUNS_DIR={secrets.url(url)}: start its `ray "
+        "start` with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY in its environment, or give it "
+        "~/.aws/credentials (credentials never travel with the job: Ray logs what does)"
+    )
 
 
 def python(repo: Path = REPO) -> str:

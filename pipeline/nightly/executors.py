@@ -64,7 +64,8 @@ class Ray:
         ray = self.ray
         remote = ray.remote(execute)
         pending = {}
-        for cell in filter(claim, cells):
+
+        def submit(cell: Cell) -> None:
             gpus = self.reservations[_key(cell)].gpus
             group = placement_group([{"CPU": 1, "GPU": gpus} if gpus else {"CPU": 1}],
                                     strategy="STRICT_PACK")  # fmt: skip
@@ -75,7 +76,13 @@ class Ray:
                 scheduling_strategy=PlacementGroupSchedulingStrategy(group, 0),
             ).remote(cell, log_dir, self.timeout_s, self.env_stamps)
             pending[ref] = (cell, group)
-        progress = bar(total=len(pending), desc="nightly cells (ray)", unit="cell")
+
+        # cells that share a run folder run one after another (its lock, its manifest's commit)
+        queues = in_turn(list(filter(claim, cells)))
+        for queue in queues.values():
+            submit(queue.pop(0))
+        progress = bar(total=sum(map(len, queues.values())) + len(pending),
+                       desc="nightly cells (ray)", unit="cell")  # fmt: skip
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
             lost = {} if ready else self._unplaceable(pending)
@@ -90,6 +97,8 @@ class Ray:
                         done(_failed(cell, f"ray: {_first_line(e)}"))
                 with contextlib.suppress(Exception):
                     remove_placement_group(group)
+                if queues[cell.folder]:
+                    submit(queues[cell.folder].pop(0))
                 progress.update()
         progress.close()
 
@@ -129,21 +138,12 @@ def connect(name: str, cells: list[Cell], gpu: str, timeout_s: float | None) -> 
 def _connect(ray) -> None:
     """This process as a Ray driver: to the cluster at RAY_ADDRESS (its token from
     RAY_AUTH_TOKEN or Ray's token file, as Ray reads them), else a local Ray. Workers import
-    the pipeline from this checkout's path (envs.py) and get the variables cells read — HF_TOKEN
-    among them, through the runtime environment only."""
+    the pipeline from this checkout's path (envs.py) and get the variables cells read, except
+    credentials (runtime_env_vars)."""
     address = os.environ.get("RAY_ADDRESS")
     if not address:
         os.environ.pop("RAY_ADDRESS", None)  # empty means unset for us; Ray might disagree
-    names = (
-        "RUNS_DIR",
-        "PIPELINE_CACHE",
-        "HF_HOME",
-        "HF_TOKEN",
-        "HF_HUB_OFFLINE",
-        *(k for k in os.environ if k.startswith("AWS_")),
-    )  # run folders in S3: its access
-    env = {k: os.environ[k] for k in names if k in os.environ}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = runtime_env_vars(os.environ)
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING}  # our lines, not Ray's
     if address:
         ray.init(address=address, runtime_env={"env_vars": env}, **quiet)
@@ -155,6 +155,29 @@ def _connect(ray) -> None:
             runtime_env={"env_vars": env},
             **quiet,
         )
+
+
+# What cells read, sent with every task. Never credentials: Ray 2.60's runtime-env agent logs
+# a task's env_vars at INFO on every node (`Creating runtime env: …`). HF_TOKEN and AWS keys
+# come from each node's own environment or files (`ray start` run with them, ~/.aws,
+# ~/.cache/huggingface/token); a node without them refuses its cells (envs.refusal).
+SHARED = ("RUNS_DIR", "PIPELINE_CACHE", "HF_HOME", "HF_HUB_OFFLINE", "AWS_ENDPOINT_URL",
+          "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE")  # fmt: skip
+
+
+def runtime_env_vars(environ) -> dict[str, str]:
+    """The variables a cell's Ray task gets from the driver: SHARED, never a secret."""
+    env = {k: environ[k] for k in SHARED if k in environ}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), environ.get("PYTHONPATH")]))
+    return env
+
+
+def in_turn(cells: list[Cell]) -> dict[tuple[str, str], list[Cell]]:
+    """Cells by run folder, in matrix order: each folder's run one at a time."""
+    queues: dict[tuple[str, str], list[Cell]] = {}
+    for cell in cells:
+        queues.setdefault(cell.folder, []).append(cell)
+    return queues
 
 
 def _key(cell: Cell) -> tuple[str, str]:

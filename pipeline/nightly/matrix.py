@@ -99,6 +99,14 @@ class Cell:
     context: int = 1  # tokens per request: input + output
     kv_cache_dtype: str = "auto"  # the artifact's serve side
 
+    @property
+    def folder(self) -> tuple[str, str]:
+        """What decides its run folder (runs/<model>/<recipe>): cells that share one (the same
+        recipe with another eval backend, say) must not run at once (executors.py)."""
+        if self.artifact is not None:
+            return self.model, f"artifact:{self.artifact}"
+        return self.model, Path(self.recipe_arg).stem if self.recipe_arg else self.name
+
 
 def load(path: str | None) -> tuple[Matrix, str]:
     """(matrix, sha256 of its text): a changed matrix starts a new run instead of resuming."""

@@ -4,33 +4,41 @@ a cell failed, 3 when a gate failed or something regressed.
 
 Stages whose inputs (recipe, data, library versions, …) did not change are reused from the run
 directories, so an unchanged night costs little. An interrupted run (its `ended` still empty) is
-resumed by the next `make nightly` of the same matrix: the cells already recorded are kept. A
-second driver on a matrix whose run is going joins it and takes only the cells nobody has
-claimed (store.py); the last driver to record a cell ends the run.
+resumed by the next `make nightly` of the same matrix: the cells already recorded are kept —
+unless the commit, a library version, the executor or (local) the GPUs changed since it started:
+then the night starts a run of its own and says so (store.changed). A second driver on a matrix
+whose run is going joins it and takes only the cells nobody has claimed (store.py); the last
+driver to record a cell ends the run. A driver whose lease another driver took, or that cannot
+reach the database within the store's tries, stops its cells and says so in one line (exit 1).
 """
 
 import contextlib
 import os
-import secrets
 import socket
 import threading
 from collections.abc import Iterator
+from secrets import token_hex
 
-from pipeline.core import environment, objectstore
+from pipeline.core import environment, objectstore, secrets
 from pipeline.core.errors import UserError
 from pipeline.core.paths import runs_root
+from pipeline.nightly import cell as cells_here
 from pipeline.nightly import executors, matrix, regress
-from pipeline.nightly.store import HEARTBEAT_S, Store
+from pipeline.nightly.store import HEARTBEAT_S, Held, Store
 
 LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "lm_eval")
 
 
 def open_store(db: str | None, m: matrix.Matrix | None) -> Store:
-    return Store(
-        os.environ.get("NIGHTLY_DB")
-        or db
-        or (m.store if m else matrix.Matrix.model_fields["store"].default)
-    )
+    """The store at NIGHTLY_DB, else --db, else the matrix's `store`; errors name which."""
+    if os.environ.get("NIGHTLY_DB"):
+        url, source = os.environ["NIGHTLY_DB"], "NIGHTLY_DB"
+    elif db:
+        url, source = db, "--db"
+    else:
+        url = m.store if m else matrix.Matrix.model_fields["store"].default
+        source = "the matrix's store; NIGHTLY_DB or --db to change it"
+    return Store(url, source=source)
 
 
 def nightly(
@@ -41,36 +49,44 @@ def nightly(
     if executor not in executors.NAMES:
         raise UserError(f"unknown executor '{executor}' (valid: {', '.join(executors.NAMES)})")
     store = open_store(db, m)
+    store.require_writable()  # a store this host may only read: one line, before the cluster
     # the cluster and each cell's place on it checked before the night is recorded
     with executors.connect(executor, cells, m.gpu, m.cell_timeout_s) as runner:
         return _night(m, sha, cells, store, runner, new)
 
 
 def _night(m, sha: str, cells: list, store: Store, runner, new: bool) -> tuple[str, str | None]:
-    executor = runner.name
-    owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-    held = store.hold(sha, facts(), executor, owner, new)
+    owner = f"{socket.gethostname()}:{os.getpid()}:{token_hex(3)}"
+    held = store.hold(sha, facts(), runner.name, owner, new)
+    try:
+        return _drive(m, cells, store, runner, held)
+    finally:
+        store.release(held)  # its claims (and lease) free now, not when they lapse
+
+
+def _drive(m, cells: list, store: Store, runner, held: Held) -> tuple[str, str | None]:
     run_id = held.run_id
     recorded = {(c["model"], c["cell"]) for c in store.cells_of(run_id)}
     todo = [c for c in cells if (c.model, c.name) not in recorded]
-    if held.joined:
-        how = (
-            f"held by {held.holder}, seen {held.holder_seen_s:.0f} s ago: this driver takes "
-            "only the cells nobody has claimed"
-        )
-    else:
-        how = f"resumed, {len(recorded)} cells already recorded" if held.resumed else "new"
     print(
-        f"nightly run {run_id} ({how}): {len(todo)} cells, executor {executor}, store {store.url}"
+        f"nightly run {run_id} ({_how(held, len(recorded))}): {len(todo)} cells, executor "
+        f"{runner.name}, store {secrets.url(store.url)}"
     )
     log_dir = runs_root() / "nightly" / "logs" / run_id
-    with _heartbeat(store, run_id, owner):
-        runner.run(
-            todo,
-            str(log_dir),
-            lambda result: store.record_cell(run_id, result),
-            lambda cell: store.claim(run_id, cell.model, cell.name, owner),
-        )
+    with _heartbeat(store, held) as alive:
+
+        def claim(cell) -> bool:
+            alive()
+            return store.claim(held, cell.model, cell.name)
+
+        def done(result: dict) -> None:
+            if alive.stopped is not None and result["status"] == "failed":
+                raise alive.stopped  # a cell this driver stopped: the next driver runs it
+            store.record_cell(run_id, result, held)  # a real result is kept even so
+            alive()
+
+        runner.run(todo, str(log_dir), done, claim)
+        alive()
     objectstore.pull(f"nightly/logs/{run_id}")  # the workers' logs, from object storage
     left = {(c.model, c.name) for c in cells} - {
         (c["model"], c["cell"]) for c in store.cells_of(run_id)
@@ -88,20 +104,52 @@ def _night(m, sha: str, cells: list, store: Store, runner, new: bool) -> tuple[s
     return verdict(rows)
 
 
+def _how(held: Held, recorded: int) -> str:
+    if held.joined:
+        return (
+            f"held by {held.holder}, seen {held.holder_seen_s or 0:.0f} s ago: this driver "
+            "takes only the cells nobody has claimed"
+        )
+    if held.resumed:
+        return f"resumed, {recorded} cells already recorded"
+    if held.replaced:
+        return f"new: run {held.replaced} not resumed, {held.why} since it started"
+    return "new"
+
+
+class _Alive:
+    """Raises what stopped the driver (a lease taken, the database lost), once it has."""
+
+    def __init__(self):
+        self.stopped: Exception | None = None
+
+    def __call__(self) -> None:
+        if self.stopped is not None:
+            raise self.stopped
+
+
 @contextlib.contextmanager
-def _heartbeat(store: Store, run_id: str, owner: str) -> Iterator[None]:
-    """Renew this driver's leases while it runs (a killed driver's lapse, and its cells free)."""
+def _heartbeat(store: Store, held: Held, every_s: float | None = None) -> Iterator[_Alive]:
+    """Renew this driver's leases while it runs (a killed driver's lapse, and its cells free).
+    Where a renewal fails — the lease taken, or the database silent through the store's tries
+    (which end before the lease lapses: store.Limits) — the driver stops: its running cells are
+    ended at once (local) and its next claim or record raises why (Ray's cells end with it)."""
     stop = threading.Event()
+    alive = _Alive()
 
     def beat() -> None:
-        while not stop.wait(HEARTBEAT_S):
-            with contextlib.suppress(Exception):  # a database hiccup: the next beat retries
-                store.heartbeat(run_id, owner)
+        while not stop.wait(every_s or HEARTBEAT_S):
+            try:
+                store.heartbeat(held)
+            except Exception as e:  # LeaseLost, StoreError, or a bug: said by the next step
+                alive.stopped = e
+                cells_here.stop_running()
+                return
 
     thread = threading.Thread(target=beat, name="nightly-heartbeat", daemon=True)
     thread.start()
     try:
-        yield
+        yield alive
     finally:
         stop.set()
         thread.join(5)
@@ -184,7 +232,7 @@ def render(rows: list[dict]) -> str:
             gpus = f", GPUs {','.join(r['gpus'])}" if r.get("gpus") else ""
             lines.append(f"    ran on {r['node']}{gpus}")
         if r["error"]:
-            lines.append(f"    error: {r['error']}")
+            lines.append(f"    error: {secrets.text(r['error'])}")  # may quote a URL
         for f in [*r["regressions"], *r["baseline_regressions"]]:
             lines.append(f"    REGRESSION {f.describe()}")
     return "\n".join(lines)

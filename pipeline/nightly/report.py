@@ -14,6 +14,7 @@ import html
 from collections import defaultdict
 from pathlib import Path
 
+from pipeline.core import secrets
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir
 from pipeline.nightly import matrix, night
@@ -39,7 +40,7 @@ def write(db: str | None, out_root: Path) -> Path:
     store = night.open_store(db, None)
     runs = store.run_ids()
     if not runs:
-        raise UserError(f"no nightly runs in {store.url}: run `make nightly` first")
+        raise UserError(f"no nightly runs in {secrets.url(store.url)}: run `make nightly` first")
     latest = runs[-1]
     rows = night.summarize(store, latest["id"], matrix.Thresholds())
     history = store.history()

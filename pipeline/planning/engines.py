@@ -12,6 +12,7 @@ takes minutes there and buys little).
 
 from dataclasses import asdict, dataclass
 
+from pipeline.config.recipe import RecipeFile
 from pipeline.core.devices import Gpu
 from pipeline.core.errors import NotOnThisHost
 from pipeline.planning import deployment, placement
@@ -29,11 +30,14 @@ class Engine:
     max_num_seqs: int
     enforce_eager: bool
     reason: str  # how the size was chosen, for results and cards
+    enable_expert_parallel: bool = False  # the recipe's blocks straddle a plain TP split
 
     def vllm_kwargs(self) -> dict:
-        """What `vllm.LLM(...)` / lm-eval's vllm model take."""
+        """What `vllm.LLM(...)` / lm-eval's vllm model take (expert parallel only when on)."""
         found = asdict(self)
         found.pop("reason")
+        if not found["enable_expert_parallel"]:
+            found.pop("enable_expert_parallel")
         return found
 
     def describe(self) -> dict:
@@ -49,16 +53,19 @@ def engine(
     label: str,
     kv_dtype: str = "auto",
     utilization: float = UTILIZATION,
+    recipe: RecipeFile | None = None,
 ) -> Engine:
     """The engine for `weights` bytes of `label` serving `users` × `context` tokens on the GPUs
-    this process sees (nvidia-smi's lines, "NVIDIA H100 80GB HBM3, 81559 MiB")."""
+    this process sees (nvidia-smi's lines, "NVIDIA H100 80GB HBM3, 81559 MiB"); with the
+    `recipe` of a quantized artifact, a TP vLLM loads it at (expert parallel where it must)."""
     node = this_node(gpus)
     if node is None:
         return Engine(1, utilization, users, True, "CPU host: one engine, eager")
     load, budget = Load(weights, kv_dtype, users, context), Budget(utilization)
-    found = deployment.fewest(config, load, node, budget)  # this host is one node: its limit
+    found = deployment.fewest(config, load, node, budget, recipe)  # this host: one node
     if found is None:
-        wide = deployment.fewest(config, load, Inventory(node.hardware, GPUS_PER_NODE), budget)
+        everywhere = Inventory(node.hardware, GPUS_PER_NODE)
+        wide = deployment.fewest(config, load, everywhere, budget, recipe)
         need = f"{wide.gpus}" if wide else f"more than {GPUS_PER_NODE * MAX_NODES}"
         raise NotOnThisHost(
             f"{label}: {weights / GIB:.1f} GiB of weights and {users} × {context:,} tokens of "
@@ -69,9 +76,10 @@ def engine(
         f"tensor parallel {found.tensor_parallel_size}: the fewest of this host's "
         f"{node.per_node} × {node.memory_bytes / GIB:.0f} GiB GPUs that hold {weights / GIB:.1f} "
         f"GiB of weights and {users} × {context:,} tokens of KV cache (a size vLLM accepts for "
-        "the heads)"
+        "the heads)" + "".join(f"; {why}" for why in found.refused)
     )
-    return Engine(found.tensor_parallel_size, utilization, users, False, reason)
+    tp, ep = found.tensor_parallel_size, found.expert_parallel
+    return Engine(tp, utilization, users, False, reason, ep)
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,7 @@ class ServeSide:
     label: str
     weights: int
     kv_dtype: str
+    recipe: RecipeFile | None = None  # the quantized side's: a TP vLLM loads it at
 
 
 def serve_placement(
@@ -101,8 +110,16 @@ def serve_placement(
         tp = (
             tensor_parallel_size
             or engine(
-                config, side.weights, lines, users, context, side.label, side.kv_dtype, utilization
-            ).tensor_parallel_size
+                config,
+                side.weights,
+                lines,
+                users,
+                context,
+                side.label,
+                side.kv_dtype,
+                utilization,
+                side.recipe,
+            ).tensor_parallel_size  # fmt: skip
         )
         per_gpu = _per_gpu(config, side, gpus, users, context)
         needs.append(placement.Need(side.key, side.label, tp, per_gpu, pipeline_parallel_size))

@@ -3,6 +3,7 @@ splits across tensor-parallel ranks, the experts, the parameters and the bytes i
 
     g = geometry.of(config)
     g.heads, g.kv_heads, g.experts, g.original_bytes
+    g.linears  # each Linear as vLLM fuses and splits it across TP ranks (planning/linears.py)
 
 The arithmetic behind it stays where it is (models/architecture.py: the Linears; kv_layout.py:
 the KV cache per layer kind; planning/shipped.py: the format an original ships in); this is the
@@ -14,6 +15,7 @@ import json
 from dataclasses import dataclass
 
 from pipeline.models import architecture, kv_layout
+from pipeline.planning import linears as vllm_linears
 from pipeline.planning import shipped
 
 
@@ -34,6 +36,7 @@ class Geometry:
     shipped: str  # "16-bit" | "FP8 in 128 × 128 blocks (as shipped)"
     max_position: int | None  # max_position_embeddings
     kv_modelled: str  # which layers the KV figures model (kv_layout.describe)
+    linears: vllm_linears.Linears  # as vLLM fuses and splits them (layout.py checks them)
 
 
 def of(config: dict) -> Geometry:
@@ -69,4 +72,5 @@ def _of(text: str) -> Geometry:
         shipped=shipped.describe(config),
         max_position=int(longest) if longest else None,
         kv_modelled=kv_layout.describe(config),
+        linears=vllm_linears.of(config),
     )

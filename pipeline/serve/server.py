@@ -116,6 +116,8 @@ def launch(
         # serve places every stage on this node, where vLLM's multiprocessing executor runs
         # pipeline parallelism; `ray` would assert Ray importable, and the serving env has none
         cmd += ["--distributed-executor-backend", "mp"]
+    if s.expert_parallel:  # whole experts per rank: a TP whose expert split vLLM would refuse
+        cmd.append("--enable-expert-parallel")
     argv = cmd + (["--enforce-eager"] if s.enforce_eager else []) + list(extra)
     return Launch(argv, environment(s, gpus))
 

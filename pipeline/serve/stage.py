@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import serving_env
-from pipeline.config.recipe import ServeSettings
+from pipeline.config.recipe import RecipeFile, ServeSettings
 from pipeline.config.strict import validated
 from pipeline.core import environment
 from pipeline.core.errors import ServerError, UserError
@@ -340,9 +340,10 @@ def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Place
             q.recipe.name,
             artifact_bytes(q.recipe, q.config),
             settings.kv_cache_dtype,
+            q.recipe,
         ),
     ]
-    return engines.serve_placement(
+    found = engines.serve_placement(
         q.config,
         sides,
         devices.seen(),
@@ -353,6 +354,13 @@ def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Place
         settings.pipeline_parallel_size,
         together=settings.original == "paired",
     )
+    # the quantized side's TP as placed (given, or the planner's): one vLLM would refuse for
+    # the recipe's blocks or groups is refused here, before any engine starts
+    quantized = found.side("quantized")
+    if quantized.gpus:
+        placed_tp = {"tensor_parallel_size": quantized.tensor_parallel_size}
+        check_fit(settings.model_copy(update=placed_tp), q.config, q.recipe)
+    return found
 
 
 def _as_placed(settings: ServeSettings, placed: SidePlace) -> ServeSettings:
@@ -369,8 +377,9 @@ def _record(placed: SidePlace) -> dict | None:
     return placed.record() if placed.gpus else None
 
 
-def check_fit(settings: ServeSettings, config: dict) -> None:
-    """What vLLM would refuse at start-up, after minutes of quantizing: refused up front."""
+def check_fit(settings: ServeSettings, config: dict, recipe: RecipeFile | None = None) -> None:
+    """What vLLM would refuse at start-up, after minutes of quantizing: refused up front —
+    with `recipe`, also a TP whose split straddles its blocks or groups (planning/layout.py)."""
     tp = settings.tensor_parallel_size
     if config.get("num_attention_heads") and (why := parallel.tp_refusal(tp, config)):
         valid = parallel.tensor_parallel_sizes(config, GPUS_PER_NODE)
@@ -378,12 +387,33 @@ def check_fit(settings: ServeSettings, config: dict) -> None:
             f"tensor_parallel_size {tp}: vLLM refuses it for this model: {why} "
             f"(valid within a node: {', '.join(map(str, valid))})"
         )
+    if recipe is not None and config.get("num_attention_heads"):
+        _check_layout(tp, settings.expert_parallel, config, recipe)
     longest = geometry.of(config).max_position if config.get("num_attention_heads") else None
     if settings.max_model_len and longest and settings.max_model_len > longest:
         raise UserError(
             f"max_model_len {settings.max_model_len:,} is longer than the model's "
             f"max_position_embeddings {longest:,}"
         )
+
+
+def _check_layout(tp: int, expert_parallel: bool, config: dict, recipe: RecipeFile) -> None:
+    """vLLM refuses weights whose blocks or groups straddle a TP shard: one line naming the
+    layouts that load."""
+    from pipeline.planning import deployment, layout
+
+    if not (why := layout.recipe_refusal(config, recipe, tp, expert_parallel)):
+        return
+    loads = []
+    for size in parallel.tensor_parallel_sizes(config, GPUS_PER_NODE):
+        found = deployment.split(config, recipe, size)
+        if found.loads:
+            loads.append(f"{size} with --expert-parallel" if found.expert_parallel else str(size))
+    why = why.replace(f"({layout.EP_FLAG})", "(--expert-parallel)")
+    raise UserError(
+        f"tensor_parallel_size {tp}: vLLM 0.32 would refuse {recipe.name}'s artifact: {why} "
+        f"(loads at TP {', '.join(loads) or 'none within a node'})"
+    )
 
 
 @contextlib.contextmanager

@@ -1,6 +1,8 @@
 """Run folders in object storage (RUNS_DIR=s3://…, moto's S3 server): quantize on one machine,
 eval on another, the eval found cached on a third, and `make advise` reading the measured
-quality — each "machine" a fresh local mirror (the previous one deleted)."""
+quality without fetching a weight — each "machine" a fresh local mirror (the previous one
+deleted). The store holds each folder as its manifest (with the file map) and the content
+under .objects/sha256/ (core/objectstore.py; its own tests: tests/unit/core)."""
 
 import json
 import shutil
@@ -30,19 +32,23 @@ def test_a_run_folder_in_s3_is_worked_on_from_any_machine(s3, tiny_model, tmp_pa
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         return result
 
+    def files(rel: str) -> dict:
+        return json.loads(fs.cat_file(f"{root}/{rel}/manifest.json"))["objectstore"]["files"]
+
     machine("quantize", "--recipe", "fp8")
     fs, root = fsspec.core.url_to_fs(url)
     fs.invalidate_cache()
     stored = {k.removeprefix(root + "/") for k in fs.find(root)}
     assert "tiny-llama/fp8/manifest.json" in stored
-    assert any(k.startswith("tiny-llama/fp8/artifact/") and k.endswith(".safetensors")
-               for k in stored)  # fmt: skip
-    assert not any("/." in k for k in stored)  # no lock, no staging folder
+    named = files("tiny-llama/fp8")
+    assert any(k.startswith("artifact/") and k.endswith(".safetensors") for k in named)
+    held = {k.rsplit("/", 1)[-1] for k in stored if k.startswith(".objects/sha256/")}
+    assert {m["sha256"] for m in named.values()} <= held  # every named file's content
+    assert not any("/." in k for k in stored - {f".objects/sha256/{h[:2]}/{h}" for h in held})
     evaluated = machine("eval", "--recipe", "fp8", "--backend", "hf", "--json")
     stages = {s["stage"]: s["status"] for s in json.loads(evaluated.stdout)["stages"]}
     assert stages == {"quantize": "cached", "eval": "done"}
-    fs.invalidate_cache()
-    assert any(k.startswith(f"{root}/tiny-llama/original/reference/") for k in fs.find(root))
+    assert any(k.startswith("reference/") for k in files("tiny-llama/original"))
     again = machine("eval", "--recipe", "fp8", "--backend", "hf", "--json")
     assert {s["stage"]: s["status"] for s in json.loads(again.stdout)["stages"]} == {
         "quantize": "cached", "eval": "cached"}  # fmt: skip
@@ -50,4 +56,7 @@ def test_a_run_folder_in_s3_is_worked_on_from_any_machine(s3, tiny_model, tmp_pa
                       "--json")  # fmt: skip
     rows = {r["recipe"]: r for r in json.loads(advised.stdout)["rows"]}
     assert rows["fp8"]["quality"]["source"] == "measured"
+    fetched = [p.name for p in mirror.rglob("*") if p.is_file()]
+    assert "results.json" in fetched  # the eval's results, not the weights nor the tensors
+    assert not [n for n in fetched if n.endswith((".safetensors", ".pt"))], fetched
     assert not any(tmp_path.iterdir())  # the plain runs folder the tests give is never used

@@ -155,3 +155,26 @@ def test_the_worker_split_is_shown_in_the_header():
         "gw0 GPU 0,1,2,3 (all tests), gw1 GPU 4,5,6,7 (all tests)"
     )
     assert parallel.split([], 2) == "gw0 CPU, gw1 CPU (no GPU visible)"
+
+
+# the session fixtures whose users must share a worker (one server, one real-shape model)
+GROUP_OF_FIXTURE = {"served_fp8": "fp8-served", "real_shape": "real-shape"}
+
+
+def test_every_file_using_a_group_fixture_is_in_its_group():
+    """GROUPS is a hand-kept table: a new test file asking for served_fp8 outside it would
+    serve fp8 a second time on the other worker. Read from the tests' own signatures."""
+    import ast
+
+    from tests.conftest import REPO
+
+    found = {}
+    for path in sorted((REPO / "tests" / "e2e").rglob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                for arg in node.args.args:
+                    if arg.arg in GROUP_OF_FIXTURE:
+                        found[path.relative_to(REPO).as_posix()] = GROUP_OF_FIXTURE[arg.arg]
+    assert set(found.values()) == set(GROUP_OF_FIXTURE.values())  # the scan found users
+    assert {f: parallel.GROUP_OF.get(f) for f in found} == found

@@ -166,21 +166,18 @@ def test_fp8_kv_cache_is_measured_and_said(evaluated):
     assert "KV cache float8 (emulated" in result.stdout and results["gates"]["passed"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured on tiny-llama: FP8 (W8A8, dynamic per-token activations) mean KL 1.1e-4 "
-    "vs GPTQ W4A16 4.0e-5, paired z = -13; its activation quantization costs 10x its weight "
-    "quantization here (see test_fp8_weights_alone_drift_less_than_every_w4a16_recipe)",
-)
-def test_fp8_drifts_less_than_every_w4a16_recipe(evaluated, session_runs):
-    for worse in ("gptq", "awq", "w4a16-rtn"):
-        evaluated("fp8"), evaluated(worse)
-        assert _paired_z(session_runs, "fp8", worse) > 3, worse
+def test_fp8_drifts_more_than_gptq_on_tiny_llama(evaluated, session_runs):
+    """What was measured, asserted as such: FP8 (W8A8, dynamic per-token activations) mean KL
+    1.1e-4 vs GPTQ W4A16 4.0e-5 on tiny-llama, paired z = -13 — its activation quantization
+    costs 10x its weight quantization here (the next test shows why)."""
+    evaluated("fp8"), evaluated("gptq")
+    assert _paired_z(session_runs, "fp8", "gptq") < -3
 
 
 def test_fp8_weights_alone_drift_less_than_every_w4a16_recipe(evaluated, session_runs, tiny_model):
-    """Why the test above fails: the fp8 artifact with activation quantization switched off
-    in transformers (compressed-tensors' scheme, shared by its Linears) drifts 10x less."""
+    """Why FP8 drifts more than GPTQ here: the fp8 artifact with activation quantization
+    switched off in transformers (compressed-tensors' scheme, shared by its Linears) drifts 10x
+    less."""
     from transformers import AutoTokenizer
 
     from pipeline.data.texts import load_all

@@ -15,13 +15,16 @@ import yaml
 from tests.conftest import REPO, cli
 
 pytestmark = pytest.mark.slow
+HF_TOKEN = "hf_plantedToken7Kd2Lx"  # in the driver's environment only: searched for below
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(s3):
+    """Its nodes started with the bucket's credentials, as a team's are (a task never carries
+    them: Ray logs its runtime environment)."""
     from tests.ray_cluster import Cluster
 
-    found = Cluster(workers=2, gpus=2, cpus=1)
+    found = Cluster(workers=2, gpus=2, cpus=1, env=s3.env)
     yield found
     found.stop()
 
@@ -78,7 +81,7 @@ def night(cluster, postgres, s3, zoo, tiny_model, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("night")
     url = s3.bucket() + "/runs"
-    env = {**_env(cluster), **s3.env, "RUNS_DIR": url}
+    env = {**_env(cluster), **s3.env, "RUNS_DIR": url, "HF_TOKEN": HF_TOKEN}
     db = postgres.database()
     matrix = _matrix(tmp, ["tiny-llama", str(zoo)])
     unused = tmp / "unused"
@@ -132,6 +135,26 @@ def test_report_and_publish_from_the_driver_read_the_bucket(night):
     assert published.returncode == 0, published.stdout[-2000:] + published.stderr[-2000:]
     assert (dest / "README.md").is_file() and list(dest.glob("*.safetensors"))
     assert not any(night.unused.iterdir())
+
+
+def test_no_secret_in_any_output_log_manifest_report_or_ray_log(cluster, night):
+    """The bucket's secret (every node has it) and the driver's HF_TOKEN: in no output of the
+    night, no Ray log of any node (its runtime-env agent logs a task's env_vars), no manifest,
+    result or cell log in the bucket's mirror, no report."""
+    from pipeline.core.paths import mirror_root
+    from tests.conftest import S3_SECRET
+
+    out = night.tmp / "secret-report"
+    report = cli("report", "--db", night.db, "--out", str(out), runs=night.unused, env=night.env)
+    assert report.returncode == 0, report.stderr[-2000:]
+    texts = [night.result.stdout, night.result.stderr, report.stdout, report.stderr]
+    folders = [cluster.root, mirror_root(night.url), out]
+    files = [p for folder in folders for p in folder.rglob("*") if p.is_file()]
+    assert any("runtime_env" in p.name for p in files)  # Ray's agent logs are among them
+    for secret in (S3_SECRET, HF_TOKEN):
+        assert not [t for t in texts if secret in t]
+        leaked = [str(p) for p in files if secret.encode() in p.read_bytes()]
+        assert not leaked, (secret, leaked[:5])
 
 
 def test_a_cell_no_node_holds_is_refused_before_the_night(

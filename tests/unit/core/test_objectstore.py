@@ -1,12 +1,24 @@
-"""Run folders in object storage, against moto's S3 server: a run folder uploaded and fetched
-into a fresh mirror whole; an upload killed before its manifest leaves nothing marked done."""
+"""Run folders in object storage, against moto's S3 server: stored by content (objects named by
+their sha256, the manifest the one pointer), so a same-size rewrite is new content, a reader
+during a commit gets one whole version, a fresh mirror holds only what the manifest names;
+metadata-only pulls; pruning reaches the store and its GC; deadlines on a stalled endpoint;
+RUNS_DIR mistakes as one line with their exit code."""
 
+import hashlib
+import importlib.util
 import json
+import socket
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from pipeline.core import objectstore
 from pipeline.core.rundir import RunDir, StageEntry
+from tests.conftest import REPO, cli
+
+REL = "m/fp8"
 
 
 @pytest.fixture
@@ -16,8 +28,9 @@ def remote(s3, monkeypatch, tmp_path):
     url = s3.bucket() + "/runs"
     monkeypatch.setenv("RUNS_DIR", url)
     monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / "cache"))
-    objectstore._fs.cache_clear()
-    return url
+    objectstore._store.cache_clear()
+    yield url
+    objectstore._store.cache_clear()
 
 
 def _done(rundir: RunDir) -> None:
@@ -35,35 +48,83 @@ def _fresh_mirror(monkeypatch, tmp_path, name: str) -> None:
     monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / name))
 
 
-def test_a_committed_run_folder_is_fetched_whole_by_another_machine(remote, monkeypatch, tmp_path):
-    import fsspec
+def _write(mirror: Path, files: dict[str, bytes], manifest: dict | None, rel: str = REL) -> None:
+    """A version of a run folder in a mirror: these files (others removed), this manifest."""
+    folder = mirror / rel
+    for path in _tree(folder):
+        if path != "manifest.json" and path not in files:
+            (folder / path).unlink()
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    if manifest is not None:
+        (folder / "manifest.json").write_text(json.dumps(manifest))
 
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    """What a mirror's folder shows a reader: its files that are not hidden (the manifest
+    parsed)."""
+    found = {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not any(s.startswith(".") for s in p.relative_to(folder).parts)
+    }
+    if "manifest.json" in found:  # as the stage reads it
+        found["manifest.json"] = json.loads(found["manifest.json"])
+    return found
+
+
+def _stored(url: str, rel: str = REL) -> dict:
+    store = objectstore._store(url)
+    return json.loads(store.fs.cat_file(store.pointer(rel)))
+
+
+def _clean_cache(tmp_path: Path, env: dict, *args: str):
+    """The cheapest command that reads RUNS_DIR; it imports no model library, so a fresh
+    process (0.5 s) beats starting the test zygote."""
+    return cli("clean-cache", *args, runs=tmp_path / "unused", env=env, timeout=300, fresh=True)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _keys(url: str) -> list[str]:
+    store = objectstore._store(url)
+    store.fs.invalidate_cache()
+    return sorted(k.removeprefix(store.root + "/") for k in store.fs.find(store.root))
+
+
+def test_a_committed_run_folder_is_fetched_whole_by_another_machine(remote, monkeypatch, tmp_path):
     _done(RunDir("m", "fp8"))
-    fs, root = fsspec.core.url_to_fs(remote)
-    stored = sorted(k.removeprefix(root + "/") for k in fs.find(root))
-    assert stored == ["m/fp8/manifest.json", "m/fp8/quantize/weights.bin"]
+    keys = _keys(remote)
+    assert keys[-1] == "m/fp8/manifest.json"  # the pointer; the content under .objects
+    assert [k.split("/")[:2] for k in keys[:-1]] == [[".objects", "sha256"]]
+    files = _stored(remote)["objectstore"]["files"]
+    assert list(files) == ["quantize/weights.bin"] and files["quantize/weights.bin"]["size"] == 1000
     _fresh_mirror(monkeypatch, tmp_path, "elsewhere")
     again = RunDir("m", "fp8")
     assert str(again.path).startswith(str(tmp_path / "elsewhere"))
     assert again.cached("quantize", "f1") is not None
     assert (again.path / "quantize" / "weights.bin").read_bytes() == b"w" * 1000
+    assert "objectstore" not in json.loads(again.manifest_path.read_text())  # the stage's own
 
 
 def test_an_upload_killed_before_the_manifest_leaves_nothing_done(remote, monkeypatch, tmp_path):
     """The manifest goes last: killed there (the upload raising, as a lost connection does),
-    the stored folder has the outputs and no manifest saying they are done."""
-    fs, _ = objectstore._fs(remote)
-    real = fs.put_file
+    the store has the content and no manifest saying it is done."""
+    fs = objectstore._store(remote).fs
+    real = fs.pipe_file
 
-    def dies_at_the_manifest(local, key, *args, **kwargs):
+    def dies_at_the_manifest(key, *args, **kwargs):
         if key.endswith("/manifest.json"):
             raise ConnectionError("killed")
-        return real(local, key, *args, **kwargs)
+        return real(key, *args, **kwargs)
 
-    monkeypatch.setattr(fs, "put_file", dies_at_the_manifest)
-    with pytest.raises(ConnectionError):
+    monkeypatch.setattr(fs, "pipe_file", dies_at_the_manifest)
+    with pytest.raises(objectstore.StoreError, match="committing m/gptq failed"):
         _done(RunDir("m", "gptq"))
-    monkeypatch.setattr(fs, "put_file", real)
+    monkeypatch.setattr(fs, "pipe_file", real)
     _fresh_mirror(monkeypatch, tmp_path, "elsewhere")
     again = RunDir("m", "gptq")
     assert again.cached("quantize", "f1") is None and not again.manifest_path.exists()
@@ -75,3 +136,286 @@ def test_without_object_storage_nothing_travels(monkeypatch, tmp_path):
     _done(rundir)
     assert json.loads(rundir.manifest_path.read_text())["stages"]["quantize"]["status"] == "done"
     assert objectstore.runs_url() is None
+
+
+def test_a_same_size_rewrite_reaches_every_mirror(remote, tmp_path):
+    """Issue 45: `--num-samples 8` then `16` rewrote model.safetensors in place at the same size;
+    the bucket kept the 8-sample file under the 16-sample manifest."""
+    writer, held = tmp_path / "writer", tmp_path / "held"
+    v1 = {"a.json": b"{}", "artifact/model.safetensors": b"8" * 4096}
+    _write(writer, v1, {"samples": 8})
+    objectstore.push(REL, mirror=writer)
+    objectstore.pull(REL, mirror=held)
+    assert _tree(held / REL) == {**v1, "manifest.json": {"samples": 8}}
+    v2 = {**v1, "artifact/model.safetensors": b"6" * 4096}  # same size, other bytes
+    _write(writer, v2, {"samples": 16})
+    objectstore.push(REL, mirror=writer)
+    for mirror in (tmp_path / "fresh", held):
+        objectstore.pull(REL, mirror=mirror)
+        assert _tree(mirror / REL) == {**v2, "manifest.json": {"samples": 16}}
+    objects = [k for k in _keys(remote) if k.startswith(".objects/")]
+    assert len(objects) == 3  # a.json, and both weights: content is never overwritten
+
+
+def test_a_reader_during_a_commit_gets_one_whole_version(remote, monkeypatch, tmp_path):
+    """The reader pauses between its manifest and its objects while a writer commits: it still
+    gets exactly the version whose manifest it read; its next pull, exactly the next one."""
+    writer, reader_mirror = tmp_path / "writer", tmp_path / "reader"
+    v1 = {"a.bin": b"a" * 512, "b.bin": b"b" * 512}
+    v2 = {"b.bin": b"B" * 512, "c.bin": b"c" * 100}  # b rewritten, a gone, c new
+    _write(writer, v1, {"version": 1})
+    objectstore.push(REL, mirror=writer)
+    read, committed, failed = threading.Event(), threading.Event(), []
+    real = objectstore._read_pointer
+
+    def pausing(store, rel):
+        raw = real(store, rel)
+        if threading.current_thread().name == "reader":
+            read.set()
+            assert committed.wait(60)
+        return raw
+
+    def reads():
+        try:
+            objectstore.pull(REL, mirror=reader_mirror)
+        except BaseException as e:
+            failed.append(e)
+
+    monkeypatch.setattr(objectstore, "_read_pointer", pausing)
+    reader = threading.Thread(target=reads, name="reader")
+    reader.start()
+    assert read.wait(60)
+    _write(writer, v2, {"version": 2})
+    objectstore.push(REL, mirror=writer)
+    committed.set()
+    reader.join(60)
+    assert not failed and not reader.is_alive()
+    assert _tree(reader_mirror / REL) == {**v1, "manifest.json": {"version": 1}}
+    objectstore.pull(REL, mirror=reader_mirror)
+    assert _tree(reader_mirror / REL) == {**v2, "manifest.json": {"version": 2}}
+
+
+def test_racing_commits_of_a_folder_without_manifest_keep_every_addition(
+    remote, monkeypatch, tmp_path
+):
+    """The nightly's cells each commit nightly/logs/<run> with their own log, from their own
+    node: a commit that read the folder before another's landed loses the race (S3's
+    If-Match), reads again and merges; no log is lost."""
+    rel = "nightly/logs/r1"
+    first, second = tmp_path / "node1", tmp_path / "node2"
+    _write(first, {"a.log": b"a"}, None, rel)
+    _write(second, {"b.log": b"b"}, None, rel)
+    read, landed, failed = threading.Event(), threading.Event(), []
+    real = objectstore._read_pointer
+
+    def slow_first_read(store, at):
+        found = real(store, at)
+        if threading.current_thread().name == "node1" and not read.is_set():
+            read.set()
+            assert landed.wait(60)
+        return found
+
+    def commits():
+        try:
+            objectstore.push(rel, mirror=first)
+        except BaseException as e:
+            failed.append(e)
+
+    monkeypatch.setattr(objectstore, "_read_pointer", slow_first_read)
+    node1 = threading.Thread(target=commits, name="node1")
+    node1.start()
+    assert read.wait(60)
+    objectstore.push(rel, mirror=second)
+    landed.set()
+    node1.join(60)
+    assert not failed and not node1.is_alive()
+    assert sorted(_stored(remote, rel)["objectstore"]["files"]) == ["a.log", "b.log"]
+    objectstore.pull(rel, mirror=tmp_path / "driver")
+    assert _tree(tmp_path / "driver" / rel) == {"a.log": b"a", "b.log": b"b"}
+
+
+def test_a_mirror_holds_only_what_the_manifest_names(remote, tmp_path):
+    """A pruned file leaves the next manifest; a fresh mirror never shows it (its object is
+    still stored, unreferenced), a mirror that held it drops it, and what a mirror wrote itself
+    and never committed stays."""
+    writer, held = tmp_path / "writer", tmp_path / "held"
+    v1 = {"artifact/model.safetensors": b"w" * 300, "eval/old/results.json": b"1"}
+    _write(writer, v1, {"stages": 1})
+    objectstore.push(REL, mirror=writer)
+    objectstore.pull(REL, mirror=held)
+    (held / REL / "eval" / "mine.json").write_bytes(b"local work")
+    v2 = {"artifact/model.safetensors": b"w" * 300}  # eval/old pruned
+    _write(writer, v2, {"stages": 2})
+    objectstore.push(REL, mirror=writer)
+    assert list(_stored(remote)["objectstore"]["files"]) == ["artifact/model.safetensors"]
+    objectstore.pull(REL, mirror=tmp_path / "fresh")
+    assert _tree(tmp_path / "fresh" / REL) == {**v2, "manifest.json": {"stages": 2}}
+    objectstore.pull(REL, mirror=held)
+    assert _tree(held / REL) == {**v2, "eval/mine.json": b"local work",
+                                 "manifest.json": {"stages": 2}}  # fmt: skip
+    assert not (held / REL / "eval" / "old").exists()
+
+
+def test_a_metadata_only_pull_leaves_weights_stored_and_prunes_reach_the_store(remote, tmp_path):
+    """weights=False (advise, clean-cache): manifests and results, no artifact, no tensors.
+    A commit from that mirror keeps the weights it never fetched, and drops a pruned folder
+    with its tensors."""
+    writer, reader = tmp_path / "writer", tmp_path / "reader"
+    files = {"artifact/model.safetensors": b"w" * 300, "artifact/config.json": b"{}",
+             "eval/a/results.json": b"a", "eval/a/tokens.pt": b"t" * 50,
+             "eval/b/results.json": b"b", "eval/b/tokens.pt": b"u" * 50}  # fmt: skip
+    _write(writer, files, {"stages": 2})
+    objectstore.push(REL, mirror=writer)
+    objectstore.pull(REL, weights=False, mirror=reader)
+    assert _tree(reader / REL) == {"eval/a/results.json": b"a", "eval/b/results.json": b"b",
+                                   "manifest.json": {"stages": 2}}  # fmt: skip
+    assert not (reader / REL / "artifact").exists()  # no folder that looks like an artifact
+    for path in (reader / REL / "eval" / "a").iterdir():  # what RunDir.prune does
+        path.unlink()
+    (reader / REL / "eval" / "a").rmdir()
+    (reader / REL / "manifest.json").write_text(json.dumps({"stages": 1}))
+    assert objectstore.push(REL, mirror=reader)
+    assert sorted(_stored(remote)["objectstore"]["files"]) == [
+        "artifact/config.json", "artifact/model.safetensors", "eval/b/results.json",
+        "eval/b/tokens.pt"]  # fmt: skip
+    objectstore.pull(REL, mirror=tmp_path / "fresh")
+    kept = {k: v for k, v in files.items() if not k.startswith("eval/a/")}
+    assert _tree(tmp_path / "fresh" / REL) == {**kept, "manifest.json": {"stages": 1}}
+
+
+def test_garbage_collection_spares_what_is_named_or_young(remote, tmp_path):
+    writer = tmp_path / "writer"
+    _write(writer, {"old.bin": b"o" * 10, "kept.bin": b"k" * 10}, {"v": 1})
+    objectstore.push(REL, mirror=writer)
+    _write(writer, {"kept.bin": b"k" * 10}, {"v": 2})  # old.bin: no manifest names it now
+    objectstore.push(REL, mirror=writer)
+    time.sleep(3.5)  # S3 times are whole seconds
+    store = objectstore._store(remote)
+    young = _sha(b"young")  # a writer's upload whose manifest is not written yet
+    store.fs.pipe_file(store.object(young), b"young")
+    assert objectstore.collect_garbage(min_age_s=2.0) == (1, 10)
+    left = {k.rsplit("/", 1)[-1] for k in _keys(remote) if k.startswith(".objects/")}
+    assert left == {_sha(b"k" * 10), young}
+    objectstore.pull(REL, mirror=tmp_path / "fresh")  # what is named is whole
+    assert _tree(tmp_path / "fresh" / REL) == {
+        "kept.bin": b"k" * 10,
+        "manifest.json": {"v": 2},
+    }
+
+
+def test_clean_cache_prunes_the_store(remote, monkeypatch, tmp_path):
+    """`make clean-cache --keep 1` on a fresh machine: the store's manifest keeps the latest
+    eval, its file map drops the older one's files and keeps the artifact it never fetched."""
+    rundir = RunDir("m", "fp8")
+    _done(rundir)
+    for i, fingerprint in enumerate(["e1" * 8, "e2" * 8]):
+        folder = rundir.result_folder("eval", fingerprint)
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text("{}")
+        (folder / "tokens.pt").write_bytes(bytes([i]) * 64)
+        results = f"eval/{fingerprint[:16]}/results.json"
+        entry = StageEntry(status="done", started=f"2026-12-03T0{i}:00:00+00:00", inputs={},
+                           fingerprint=fingerprint, ended=f"2026-12-03T0{i}:30:00+00:00",
+                           outputs={"results": results})  # fmt: skip
+        rundir.update({}, "eval", entry)
+    assert len(_stored(remote)["objectstore"]["files"]) == 5
+    env = {"RUNS_DIR": remote, "PIPELINE_CACHE": str(tmp_path / "elsewhere")}
+    result = _clean_cache(tmp_path, env, "--keep", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 older results removed" in result.stdout
+    assert "0 unreferenced objects deleted" in result.stdout  # young: kept a day
+    stored = _stored(remote)
+    assert list(stored["results"]["eval"]) == ["e2" * 8]
+    assert sorted(stored["objectstore"]["files"]) == [
+        "eval/e2e2e2e2e2e2e2e2/results.json", "eval/e2e2e2e2e2e2e2e2/tokens.pt",
+        "quantize/weights.bin"]  # fmt: skip
+    assert not list((tmp_path / "elsewhere").rglob("weights.bin"))  # results, not weights
+
+
+def test_a_stalled_endpoint_fails_within_the_deadline_in_one_line(s3, monkeypatch):
+    """An endpoint that accepts TCP and never answers (botocore's defaults: ~418 s)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held = []
+
+    def accepts():
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accepts, daemon=True).start()
+    fast = {
+        "connect_timeout": 1,
+        "read_timeout": 2,
+        "retries": {"total_max_attempts": 2, "mode": "standard"},
+    }
+    for key, value in s3.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{listener.getsockname()[1]}")
+    monkeypatch.setenv("RUNS_DIR", "s3://stalled/runs")
+    monkeypatch.setattr(objectstore, "S3_TRANSPORT", fast)
+    objectstore._store.cache_clear()
+    started = time.monotonic()
+    try:
+        with pytest.raises(objectstore.StoreError) as failed:
+            objectstore.pull(REL)
+    finally:
+        listener.close()
+        objectstore._store.cache_clear()
+    took = time.monotonic() - started
+    assert fast["read_timeout"] <= took <= objectstore.deadline_s(fast) + 3
+    message = str(failed.value)
+    assert "\n" not in message
+    assert message.startswith("RUNS_DIR=s3://stalled/runs: reaching the bucket failed after")
+    assert "Timeout" in message
+    assert objectstore.deadline_s() < 240  # the stated bound of the real constant, not 418 s
+
+
+@pytest.mark.parametrize(
+    ("value", "code", "says"),
+    [
+        ("s3:/bucket/x", 2, "RUNS_DIR=s3:/bucket/x: not a URL (s3://bucket/prefix)"),
+        ("S3://bucket/x", 2, "RUNS_DIR=S3://bucket/x: the scheme is spelled s3:// (lowercase)"),
+        ("gs://bucket/x", 4, "RUNS_DIR=gs://bucket/x: gs:// needs the gcsfs package"),
+        (
+            "s3://no-such-bucket/x",
+            2,
+            "RUNS_DIR=s3://no-such-bucket/x: bucket no-such-bucket does not exist",
+        ),  # fmt: skip
+    ],
+)
+def test_runs_dir_mistakes_are_one_line(s3, tmp_path, value, code, says):
+    if value.startswith("gs:") and importlib.util.find_spec("gcsfs"):
+        pytest.skip("gcsfs is installed here")
+    result = _clean_cache(tmp_path, {**s3.env, "RUNS_DIR": value, "PIPELINE_CACHE": str(tmp_path)})
+    assert result.returncode == code, result.stderr
+    assert result.stderr.startswith(f"error: {says}") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "unused").exists() and not (REPO / "s3:").exists()
+
+
+def test_credentials_the_bucket_refuses_are_one_line(s3, monkeypatch, tmp_path):
+    import moto.settings
+
+    url = s3.bucket()
+    monkeypatch.setattr(moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # moto checks keys
+    env = {**s3.env, "RUNS_DIR": url + "/x", "PIPELINE_CACHE": str(tmp_path)}
+    result = _clean_cache(tmp_path, env)
+    assert result.returncode == 2, result.stderr
+    bucket = url.removeprefix("s3://")
+    assert result.stderr.startswith(f"error: RUNS_DIR={url}/x: bucket {bucket} refuses these "
+                                    "credentials")  # fmt: skip
+    assert result.stderr.count("\n") == 1
+
+
+def test_a_manifest_from_before_content_addressing_is_said_and_ignored(remote, capsys, tmp_path):
+    store = objectstore._store(remote)
+    store.fs.pipe_file(store.pointer(REL), b'{"stages": {}}')
+    store.fs.pipe_file(f"{store.key(REL)}/artifact/model.safetensors", b"old")
+    objectstore.pull(REL, mirror=tmp_path / "m")
+    assert not (tmp_path / "m" / REL).exists()
+    err = capsys.readouterr().err
+    assert f"{REL}/manifest.json predates content addressing" in err
+    assert "1 files under m/fp8 were stored before content addressing" in err

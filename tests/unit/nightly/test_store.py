@@ -61,9 +61,9 @@ def _driver(db: str, name: str, out: str) -> None:
     held = store.hold("matrix", FACTS, "local", name)
     ran = []
     for model, cell in CELLS:
-        if store.claim(held.run_id, model, cell, name):
+        if store.claim(held, model, cell):
             time.sleep(0.05)  # the cell's work
-            assert store.record_cell(held.run_id, _result(model, cell))
+            assert store.record_cell(held.run_id, _result(model, cell), held)
             ran.append([model, cell])
     recorded = {(c["model"], c["cell"]) for c in store.cells_of(held.run_id)}
     if recorded == set(CELLS):
@@ -100,22 +100,24 @@ def test_two_drivers_on_one_matrix_record_every_cell_once(store_url, tmp_path):
 
 
 def test_a_silent_driver_loses_its_run_and_its_claims(store_url):
-    from pipeline.nightly.store import Store
+    from pipeline.nightly.store import LeaseLost, Store
 
     first = Store(store_url, lease_s=1)
     held = first.hold("matrix", FACTS, "local", "dead-driver")
-    assert first.claim(held.run_id, "m", "c", "dead-driver")
+    assert first.claim(held, "m", "c")
     live = Store(store_url, lease_s=1)
     joined = live.hold("matrix", FACTS, "local", "second")
     assert joined.run_id == held.run_id and joined.holder == "dead-driver"
-    assert not live.claim(held.run_id, "m", "c", "second")  # its claim holds while it beats
-    first.heartbeat(held.run_id, "dead-driver")
+    assert not live.claim(joined, "m", "c")  # its claim holds while it beats
+    first.heartbeat(held)
     time.sleep(2.1)  # then it goes silent past the lease
     taken = live.hold("matrix", FACTS, "local", "third")
     assert taken.run_id == held.run_id and not taken.joined and taken.resumed
-    assert live.claim(held.run_id, "m", "c", "third")
-    assert live.record_cell(held.run_id, _result("m", "c"))
-    assert not first.record_cell(held.run_id, _result("m", "c"))  # late: recorded once
+    assert taken.lease == held.lease + 1  # the fencing token moved on
+    assert live.claim(taken, "m", "c")
+    assert live.record_cell(held.run_id, _result("m", "c"), taken)
+    with pytest.raises(LeaseLost):  # late, and no longer its run: refused, recorded once
+        first.record_cell(held.run_id, _result("m", "c"), held)
     assert len(live.metrics_of(held.run_id, "m", "c")) == 3
 
 
@@ -131,10 +133,10 @@ def test_a_killed_driver_on_this_host_is_gone_at_once(store_url):
     dead = f"{socket.gethostname()}:{child.pid}:x"
     store = Store(store_url)  # the default lease: minutes
     held = store.hold("matrix", FACTS, "local", dead)
-    assert store.claim(held.run_id, "m", "c", dead)
+    assert store.claim(held, "m", "c")
     again = store.hold("matrix", FACTS, "local", "next")
     assert again.run_id == held.run_id and again.resumed and not again.joined
-    assert store.claim(held.run_id, "m", "c", "next")
+    assert store.claim(again, "m", "c")
 
 
 def test_new_starts_another_run_even_with_one_unfinished(store_url):

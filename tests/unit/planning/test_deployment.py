@@ -47,8 +47,11 @@ def test_plan_and_advise_read_the_same_deployment():
     plan = capacity.plan(config, [gptq], ["auto", "fp8"], 100, 4000, gpu)
     rows = {(r.recipe, r.kv_dtype): r for r in plan}
     ask = advise.Ask(100, 4000)
+    same = 0
     for priced in advise.advise(None, config, [gptq], gpu.hardware, None, ask):
         planned = rows[(priced.recipe, priced.kv_dtype)]
         assert priced.gpus >= planned.gpus  # never fewer GPUs than hold it
-        if priced.gpus == planned.gpus:
+        if priced.gpus == planned.gpus:  # at the plan's own size: the same users
             assert priced.max_users == planned.max_users
+            same += 1
+    assert same > 0  # the comparison above ran: advise priced the plan's size too
