@@ -37,17 +37,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def postgres():
-    """This worker's own PostgreSQL server (tests/postgres.py); `.database()` gives a fresh
-    database's URL."""
+def start_postgres():
+    """A PostgreSQL server of this worker's (tests/postgres.py); skips where it is not
+    installed, fails there under REQUIRE_POSTGRES=1 (CI)."""
     from tests.postgres import Server, binaries
 
     if binaries() is None:
         if os.environ.get("REQUIRE_POSTGRES") == "1":
             pytest.fail("REQUIRE_POSTGRES=1 but PostgreSQL is not installed")
         pytest.skip("PostgreSQL is not installed (/usr/lib/postgresql/*/bin)")
-    server = Server()
+    return Server()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """This worker's own PostgreSQL server; `.database()` gives a fresh database's URL."""
+    server = start_postgres()
     yield server
     server.stop()
 

@@ -60,7 +60,8 @@ COMMANDS = {
     ),
     "serve": Command(
         "vLLM memory and throughput vs the original",
-        "Starts `vllm serve` on the artifact and on the original, one after the other, runs "
+        "Starts `vllm serve` on the artifact and on the original (side by side where the GPUs "
+        "hold both, else sharing them or one after the other: the placement decides), runs "
         "`vllm bench serve` at each concurrency, and reports memory, throughput and latency "
         "side by side with their spread over repeats.",
         "make serve MODEL=tiny-llama RECIPE=fp8 ARGS='--concurrency 1,4'",

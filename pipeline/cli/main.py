@@ -138,6 +138,14 @@ def _parser() -> argparse.ArgumentParser:
     rn.add_argument("--backend", choices=["hf", "vllm"], help="eval backend")
     rn.add_argument("--stages", default="eval,serve", help="after quantize (default eval,serve)")
     rn.add_argument("--nproc", type=int, default=1, help="quantize in N processes (torchrun)")
+    rn.add_argument(
+        "--force",
+        nargs="?",
+        const="all",
+        metavar="STAGE",
+        help="redo every stage even if cached; --force STAGE: only that one (quantize, eval, "
+        "serve)",
+    )
     _path_args(rn)
     rn.add_argument(
         "--skip-unsupported", action="store_true", help="record stages this host cannot run"
@@ -180,13 +188,16 @@ def _parser() -> argparse.ArgumentParser:
     nt = command("nightly", cmd_nightly)
     nt.add_argument("--matrix", help="matrix file (default evals/nightly.yaml)")
     nt.add_argument("--executor", default="local", help="local | ray (RAY_ADDRESS, or a local Ray)")
-    nt.add_argument("--db", help="SQLAlchemy URL (default: the matrix's store; $NIGHTLY_DB wins)")
+    nt.add_argument("--db", help="SQLAlchemy URL (wins over $NIGHTLY_DB, then the matrix's store)")
     nt.add_argument("--new", action="store_true", help="start a new run, do not resume")
     nt.add_argument("--pin-baseline", metavar="RUN_ID", help="pin a run (or 'latest') and exit")
 
     rp = command("report", cmd_report)
-    rp.add_argument("--db", help="SQLAlchemy URL (default sqlite:///runs/nightly.db)")
+    rp.add_argument("--db", help="SQLAlchemy URL (wins over $NIGHTLY_DB, then the matrix's store)")
     rp.add_argument("--out", default="reports", help="folder for <date>/index.html")
+    rp.add_argument(
+        "--matrix", help="the nightly's matrix, for its thresholds (default evals/nightly.yaml)"
+    )
 
     pl = command("plan", cmd_plan)
     pl.add_argument("--model", default="tiny-llama", help="alias, hub id or local folder")
@@ -380,6 +391,7 @@ def cmd_run(args) -> Outcome:
     unknown = [s for s in stages if s not in flow.STAGES]
     if unknown:
         raise UserError(f"--stages: unknown stage {unknown[0]!r} (valid: eval, serve)")
+    _forced(args.force, stages)  # a bad stage name: one line before anything loads
     q = _quantize_stage(args)
     if args.dry_run:
         return _chain_plan(args, q, stages, "run")
@@ -390,9 +402,23 @@ def cmd_run(args) -> Outcome:
         plan = chain_plan.build(q, stages, args.backend, _serve_overrides(args, stages))
         if refusals := plan["refusals"]:
             raise NotOnThisHost(f"{refusals[0]} (--dry-run shows the whole plan)")
-    outcome = _flow(args, q, stages, backend=args.backend)
+    outcome = _flow(args, q, stages, backend=args.backend, force=_forced(args.force, stages))
     _print_run_table(outcome)
     return outcome
+
+
+def _forced(force: str | None, stages: tuple[str, ...]) -> set[str]:
+    """`run --force` redoes every stage of the run; `--force STAGE` that one."""
+    every = {"quantize", *stages}
+    if force is None:
+        return set()
+    if force == "all":
+        return every
+    if force not in every:
+        raise UserError(
+            f"--force {force}: not a stage of this run (valid: {', '.join(sorted(every))})"
+        )
+    return {force}
 
 
 def _flow(args, q, stages, backend=None, force=frozenset()) -> Outcome:
@@ -491,7 +517,7 @@ def cmd_report(args) -> Outcome:
 
     from pipeline.nightly import report
 
-    where = report.write(args.db, Path(args.out))
+    where = report.write(args.db, Path(args.out), args.matrix)
     print(f"report    {where / 'index.html'}")
     print(f"          {where / 'summary.md'}")
     return _ok("report", paths={"html": str(where / "index.html")})

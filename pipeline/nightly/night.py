@@ -30,11 +30,12 @@ LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "lm
 
 
 def open_store(db: str | None, m: matrix.Matrix | None) -> Store:
-    """The store at NIGHTLY_DB, else --db, else the matrix's `store`; errors name which."""
-    if os.environ.get("NIGHTLY_DB"):
-        url, source = os.environ["NIGHTLY_DB"], "NIGHTLY_DB"
-    elif db:
+    """The store at --db, else NIGHTLY_DB, else the matrix's `store` (the command line over the
+    environment over the file, as everywhere); errors name which."""
+    if db:
         url, source = db, "--db"
+    elif os.environ.get("NIGHTLY_DB"):
+        url, source = os.environ["NIGHTLY_DB"], "NIGHTLY_DB"
     else:
         url = m.store if m else matrix.Matrix.model_fields["store"].default
         source = "the matrix's store; NIGHTLY_DB or --db to change it"

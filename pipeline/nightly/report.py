@@ -11,6 +11,7 @@ from the results store:
 
 import datetime as dt
 import html
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -33,7 +34,17 @@ HISTORY = (
 )
 
 
-def write(db: str | None, out_root: Path) -> Path:
+def thresholds(matrix_path: str | None, run: dict) -> matrix.Thresholds:
+    """The matrix's regression thresholds, as the nightly judged the run by them (its exit
+    code); a matrix edited since that run is still read, and said so."""
+    m, sha = matrix.load(matrix_path)
+    if sha != run.get("matrix_sha"):
+        print(f"note: thresholds from {matrix_path or 'evals/nightly.yaml'}, edited since run "
+              f"{run['id']} (its matrix differs)", file=sys.stderr)  # fmt: skip
+    return m.thresholds
+
+
+def write(db: str | None, out_root: Path, matrix_path: str | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -42,7 +53,7 @@ def write(db: str | None, out_root: Path) -> Path:
     if not runs:
         raise UserError(f"no nightly runs in {secrets.url(store.url)}: run `make nightly` first")
     latest = runs[-1]
-    rows = night.summarize(store, latest["id"], matrix.Thresholds())
+    rows = night.summarize(store, latest["id"], thresholds(matrix_path, latest))
     history = store.history()
     day = latest["started"][:10]
     cells = _latest_cells(store, runs)

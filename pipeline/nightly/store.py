@@ -877,13 +877,13 @@ class Store:
         )
 
     def run_ids(self) -> list[dict]:
-        """Every run, oldest first: {id, started, ended, git}."""
+        """Every run, oldest first: {id, started, ended, git, matrix_sha}."""
 
         def query(c) -> list[dict]:
             rows = c.execute(
-                select(runs.c.id, runs.c.started, runs.c.ended, runs.c.git).order_by(
-                    runs.c.started, runs.c.id
-                )
+                select(
+                    runs.c.id, runs.c.started, runs.c.ended, runs.c.git, runs.c.matrix_sha
+                ).order_by(runs.c.started, runs.c.id)
             ).mappings()
             return [dict(r) for r in rows]
 

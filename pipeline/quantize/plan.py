@@ -208,10 +208,14 @@ def _processes(plan: dict) -> str:
     n = plan.get("processes", 1)
     if n == 1:
         return ""
+    copies = f"× {n} processes" in plan["memory_bytes"]["cpu_ram_terms"]
     return (
         f"; {n} processes under torchrun (one GPU each on GPU hosts), each calibrating 1/{n} "
-        "of the samples on one layer at a time (the model stays one copy in CPU RAM)"
-    )
+        "of the samples on one layer at a time ("
+        + (f"each with its own copy of the model in CPU RAM: {n} copies" if copies
+           else "the model one copy in CPU RAM, rank 0's shared offload")
+        + ")"
+    )  # fmt: skip
 
 
 def _moe_lines(arch: dict, calibrated: bool) -> list[str]:

@@ -193,7 +193,9 @@ class QuantizeStage:
         model = {"name": self.ref.name, "id": self.ref.hub_id or self.ref.load_id}
         gpus = environment.gpus()
         built = plan.build(self.recipe, self.config, model, calibration, gpus, self._route())
-        return built if self.nproc == 1 or "online" in built else built | {"processes": self.nproc}
+        if self.nproc == 1 or "online" in built:
+            return built
+        return _per_process(built, self.nproc, bool(gpus)) | {"processes": self.nproc}
 
     def _route(self) -> dict:
         """How the planner should size this run: path, workers, and the shards it reads."""
@@ -447,6 +449,19 @@ def _choose_path(path: str | None, rf: recipe.RecipeFile, workers: int, config: 
     if workers != 1 and path != "model-free":
         raise UserError(f"--workers {workers}: applies to the model-free path (shards at once)")
     return path
+
+
+def _per_process(built: dict, nproc: int, on_gpus: bool) -> dict:
+    """--nproc N on a CPU host: each gloo process holds its own copy of the model (oneshot.py),
+    so the CPU RAM peak is N times one process's; on GPUs rank 0 loads it into
+    compressed-tensors' shared CPU offload, one copy for all."""
+    if on_gpus:
+        return built
+    memory = dict(built["memory_bytes"])
+    one = memory["cpu_ram_peak_estimate"]
+    memory["cpu_ram_peak_estimate"] = one * nproc
+    memory["cpu_ram_terms"] = {**memory["cpu_ram_terms"], f"× {nproc} processes": one * (nproc - 1)}
+    return built | {"memory_bytes": memory}
 
 
 def _check_nproc(nproc: int, rf: recipe.RecipeFile, cal: recipe.Calibration) -> None:

@@ -288,7 +288,23 @@ def planned(q: QuantizeStage, overrides: dict | None = None) -> tuple[ServeSetti
     settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
     check_fit(settings, q.config)
     placement = _placed(q, settings, overrides or {})
-    return _as_placed(settings, placement.side("quantized")), placement
+    settings = _as_placed(settings, placement.side("quantized"))
+    if placement.side("quantized").gpus:  # the TP as placed (given, or the planner's)
+        settings = _expert_parallel(q, settings, overrides or {})
+        check_fit(settings, q.config, q.recipe)  # blocks or groups straddling a shard: refused
+    return settings, placement
+
+
+def _expert_parallel(q: QuantizeStage, settings: ServeSettings, overrides: dict):
+    """Expert parallel on where the placed TP would slice the experts through the recipe's
+    blocks or groups and whole experts load (planning/deployment.split), unless the recipe or
+    the command line says otherwise."""
+    from pipeline.planning import deployment
+
+    if "expert_parallel" in q.recipe.spec.serve.model_fields_set | set(overrides):
+        return settings
+    found = deployment.split(q.config, q.recipe, settings.tensor_parallel_size)
+    return settings.model_copy(update={"expert_parallel": found.expert_parallel})
 
 
 def original_settings(settings: ServeSettings, placement: Placement) -> ServeSettings:
@@ -354,12 +370,6 @@ def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Place
         settings.pipeline_parallel_size,
         together=settings.original == "paired",
     )
-    # the quantized side's TP as placed (given, or the planner's): one vLLM would refuse for
-    # the recipe's blocks or groups is refused here, before any engine starts
-    quantized = found.side("quantized")
-    if quantized.gpus:
-        placed_tp = {"tensor_parallel_size": quantized.tensor_parallel_size}
-        check_fit(settings.model_copy(update=placed_tp), q.config, q.recipe)
     return found
 
 

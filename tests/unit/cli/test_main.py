@@ -149,3 +149,14 @@ def test_the_readme_documents_every_schema_from_the_command():
 
     readme = (REPO / "docs" / "schemas.md").read_text()
     assert readme == render(), "docs/schemas.md is stale: make schemas"
+
+
+def test_run_force_redoes_every_stage_or_the_one_named():
+    from pipeline.cli.main import _forced
+    from pipeline.core.errors import UserError
+
+    assert _forced(None, ("eval", "serve")) == set()
+    assert _forced("all", ("eval", "serve")) == {"quantize", "eval", "serve"}
+    assert _forced("eval", ("eval",)) == {"eval"}
+    with pytest.raises(UserError, match=r"--force serve: not a stage of this run \(valid: eval"):
+        _forced("serve", ("eval",))

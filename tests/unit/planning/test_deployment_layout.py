@@ -118,17 +118,19 @@ def _serve(capsys, monkeypatch, tmp_path, *extra: str) -> tuple[int, str, str]:
 def test_serve_refuses_a_tp_whose_expert_split_vllm_would_refuse_in_one_line(
     capsys, monkeypatch, tmp_path
 ):
-    code, out, err = _serve(capsys, monkeypatch, tmp_path)
+    code, out, err = _serve(capsys, monkeypatch, tmp_path, "--no-expert-parallel")
     assert code == 2
     (line,) = [x for x in (out + err).splitlines() if "tensor_parallel_size 8" in x]
     assert "768-wide experts" in line and "--expert-parallel" in line
     assert "loads at TP 1, 2, 4 with --expert-parallel, 8 with --expert-parallel" in line
 
 
+@pytest.mark.parametrize("asked", [[], ["--expert-parallel"]], ids=["chosen", "asked"])
 def test_serve_with_expert_parallel_launches_the_quantized_side_with_it(
-    capsys, monkeypatch, tmp_path
+    capsys, monkeypatch, tmp_path, asked
 ):
-    code, out, err = _serve(capsys, monkeypatch, tmp_path, "--expert-parallel")
+    """Asked for, or turned on by the stage where TP 8 would straddle the experts' blocks."""
+    code, out, err = _serve(capsys, monkeypatch, tmp_path, *asked)
     plan, _ = json.JSONDecoder().raw_decode(out[out.index("{") :])
     argv = plan["stages"]["serve"]["launches"]["quantized"]["argv"]
     assert "tensor_parallel_size 8" not in out + err  # not refused for its layout

@@ -132,3 +132,29 @@ def test_the_dry_run_says_how_a_distributed_quantize_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "2 processes under torchrun (one GPU each on GPU hosts)" in result.stdout
     assert not (tmp_path / "llama3-70b").exists()
+
+
+@pytest.mark.cpu_host  # on GPUs rank 0's shared offload holds one copy
+def test_nproc_on_a_cpu_host_plans_a_copy_of_the_model_per_process(monkeypatch, tmp_path):
+    """docs/recipes.md: on CPU hosts each gloo process holds its own copy (oneshot.py)."""
+    import json
+
+    from pipeline.cli.main import main
+
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    one, two = (_dry_plan(main, monkeypatch, n) for n in (1, 2))
+    mem1, mem2 = one["memory_bytes"], two["memory_bytes"]
+    assert mem2["cpu_ram_peak_estimate"] == 2 * mem1["cpu_ram_peak_estimate"]
+    assert two["processes"] == 2 and json.dumps(two).count("2 processes") >= 1
+
+
+def _dry_plan(main, monkeypatch, nproc: int) -> dict:
+    import contextlib
+    import io
+    import json
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["quantize", "--recipe", "gptq", "--nproc", str(nproc), "--dry-run", "--json"])
+    assert code == 0
+    return json.loads(out.getvalue()[out.getvalue().index("{") :])
