@@ -28,8 +28,16 @@ RUN        := $(VENV)/bin/python -m pipeline
 ARTIFACT   ?=
 RECIPE_ARG := $(if $(ARTIFACT),$(if $(filter command line environment,$(origin RECIPE)),--recipe $(RECIPE)),--recipe $(RECIPE))
 TARGET     := --model $(MODEL) $(RECIPE_ARG) $(if $(ARTIFACT),--artifact "$(ARTIFACT)")
+# ARTIFACT="" given (a script's unset variable, say) is refused, never read as "no artifact"
+ifneq ($(filter quantize eval serve run publish,$(MAKECMDGOALS)),)
+ifeq ($(origin ARTIFACT)$(strip $(ARTIFACT)),command line)
+$(error ARTIFACT is empty: give a folder or org/name[@revision], or leave ARTIFACT out)
+endif
+endif
+# make compare RECIPES=fp8,w4a16-rtn,gptq: each quantized and evaluated (cached), one table + plot
+RECIPES    ?=
 
-.PHONY: setup quantize eval serve run search publish nightly report plan advise recipes models schemas gpu-check gpu-wheels \
+.PHONY: setup quantize eval serve run compare search publish nightly report plan advise recipes models schemas gpu-check gpu-wheels \
 	docs docs-serve docs-pages \
 	test test-fast lint clean clean-cache
 
@@ -78,9 +86,16 @@ serve: $(SERVE_DEPS)
 run: $(SERVE_DEPS)
 	$(RUN) run $(TARGET) $(ARGS)
 
+# make compare MODEL=tiny-llama RECIPES=fp8,w4a16-rtn,gptq [ARGS="--serve | --dry-run"]: each
+# recipe quantized and evaluated (cached), then one table and one plot of drift vs size (and vs
+# throughput where served); runs/<model>/compare-<recipes>/compare.{json,png}
+compare: $(SERVE_DEPS)
+	$(RUN) compare --model $(MODEL) $(if $(RECIPES),--recipes $(RECIPES)) $(ARGS)
+
 # make search MODEL=tiny-llama TARGET_BITS=6: per-group formats within the budget, written to
 # recipes/generated/<model>/search-<bits>.yaml, evaluated beside the uniform recipes that fit
 search: $(VENV)/.installed
+	$(if $(strip $(TARGET_BITS)),,$(error make search needs TARGET_BITS=<average bits per weight, scales included>, e.g. make search MODEL=tiny-llama TARGET_BITS=6))
 	$(RUN) search --model $(MODEL) --target-bits $(TARGET_BITS) $(ARGS)
 
 # make publish RECIPE=fp8 REPO=acme/tiny-llama-fp8 [ARGS="--dry-run | --private | --create-pr

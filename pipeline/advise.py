@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.rundir import RunDir
 from pipeline.perf import bound, prices
-from pipeline.planning import deployment, geometry, parallel
+from pipeline.planning import deployment, parallel
+from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import GPUS_PER_NODE, MAX_NODES, Hardware, Inventory
 from pipeline.planning.weights import artifact_bytes
 
@@ -73,14 +74,14 @@ class Ask:
 
 def advise(
     model_name: str | None,
-    config: dict,
+    g: Geometry,
     recipes: list,
     hw: Hardware,
     price: prices.Price | None,
     ask: Ask,
 ) -> list[Row]:
     """Rows ranked; `model_name` None: bounds and plans only (the runs folder is not read)."""
-    rows = [_best(model_name, config, r, hw, price, ask) for r in [None, *recipes]]
+    rows = [_best(model_name, g, r, hw, price, ask) for r in [None, *recipes]]
     for row in rows:
         row.rejected = _rejected(row, ask)
     ranked = sorted(
@@ -90,19 +91,19 @@ def advise(
     return ranked + [r for r in rows if r.rejected]
 
 
-def _best(model_name, config, recipe, hw, price, ask) -> Row:
+def _best(model_name, g, recipe, hw, price, ask) -> Row:
     name = recipe.name if recipe else "original"
-    weights = artifact_bytes(recipe, config) if recipe else geometry.of(config).original_bytes
-    footprint = bound.footprint(config, recipe)
+    weights = artifact_bytes(recipe, g) if recipe else g.original_bytes
+    footprint = bound.footprint(g, recipe)
     kv_dtypes = ["fp8"] if recipe and recipe.kv_cache_scheme() else list(KV_DTYPES)
     candidates = []
     for kv in kv_dtypes:
-        for tp, pp in _layouts(config, weights, kv, hw, ask, recipe):
+        for tp, pp in _layouts(g, weights, kv, hw, ask, recipe):
             candidates.append(
-                _deployment(recipe, config, footprint, weights, kv, tp, pp, hw, price, ask)
+                _deployment(recipe, g, footprint, weights, kv, tp, pp, hw, price, ask)
             )
     row = _cheapest(candidates) or Row(name, weights_bytes=weights, compute=footprint.compute)
-    row.refused = _refused(config, recipe, row)
+    row.refused = _refused(g, recipe, row)
     if model_name is None:
         return row
     row.quality = _quality(model_name, name)
@@ -111,12 +112,12 @@ def _best(model_name, config, recipe, hw, price, ask) -> Row:
     return row
 
 
-def _deployment(recipe, config, fp, weights, kv, tp, pp, hw, price, ask) -> Row:
-    decode = bound.decode(config, fp, hw, ask.users, ask.context, kv, tp, pp)
-    prefill = bound.prefill(config, fp, hw, 1, ask.context, kv, tp, pp)
-    ep = deployment.split(config, recipe, tp).expert_parallel
+def _deployment(recipe, g, fp, weights, kv, tp, pp, hw, price, ask) -> Row:
+    decode = bound.decode(g, fp, hw, ask.users, ask.context, kv, tp, pp)
+    prefill = bound.prefill(g, fp, hw, 1, ask.context, kv, tp, pp)
+    ep = deployment.split(g, recipe, tp).expert_parallel
     load, budget = ask.load(weights, kv), ask.budget()
-    planned = deployment.at(config, load, _inventory(hw), tp, pp, budget, ep)
+    planned = deployment.at(g, load, _inventory(hw), tp, pp, budget, ep)
     gpus = tp * pp
     tokens_s = ask.users / decode.seconds
     row = Row(
@@ -147,12 +148,12 @@ def _cheapest(rows: list[Row]) -> Row | None:
     return min(meeting, key=lambda r: (r.usd_per_million or 0, r.gpus, r.kv_dtype != "auto"))
 
 
-def _layouts(config, weights, kv, hw, ask, recipe=None) -> list[tuple[int, int]]:
+def _layouts(g, weights, kv, hw, ask, recipe=None) -> list[tuple[int, int]]:
     """(TP, PP): the fewest GPUs that hold the weights and USERS × CONTEXT of KV, and wider
     TPs within a node that vLLM loads the recipe's artifact at; beyond a node, the planner's
     TP × PP alone."""
     gpus = _inventory(hw)
-    fewest = deployment.fewest(config, ask.load(weights, kv), gpus, ask.budget(), recipe)
+    fewest = deployment.fewest(g, ask.load(weights, kv), gpus, ask.budget(), recipe)
     if fewest is None:
         return []
     tp, pp = fewest.tensor_parallel_size, fewest.pipeline_parallel_size
@@ -160,20 +161,20 @@ def _layouts(config, weights, kv, hw, ask, recipe=None) -> list[tuple[int, int]]
         return [(1, 1)] if fewest.gpus == 1 else []
     if pp > 1:
         return [(tp, pp)]
-    sizes = parallel.tensor_parallel_sizes(config, min(gpus.per_node, tp * WIDEST))
-    loads = [s for s in sizes if s >= tp and deployment.split(config, recipe, s).loads]
+    sizes = parallel.tensor_parallel_sizes(g, min(gpus.per_node, tp * WIDEST))
+    loads = [s for s in sizes if s >= tp and deployment.split(g, recipe, s).loads]
     return [(size, 1) for size in loads]
 
 
-def _refused(config, recipe, row: Row) -> list[str]:
+def _refused(g, recipe, row: Row) -> list[str]:
     """Why vLLM refuses the TPs up to the row's (plain, or however split): the layouts passed
     over, and why the row's own needs expert parallel."""
     if recipe is None or not row.gpus:
         return []
     tp = row.gpus // row.pipeline_stages
     found = []
-    for size in parallel.tensor_parallel_sizes(config, tp):
-        split = deployment.split(config, recipe, size)
+    for size in parallel.tensor_parallel_sizes(g, tp):
+        split = deployment.split(g, recipe, size)
         if split.reason and (not split.loads or size == tp):
             found.append(deployment.passed_over(size, split.reason))
     return found

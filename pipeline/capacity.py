@@ -1,5 +1,5 @@
 """`make plan`: how many GPUs and how many users, per recipe (and the original as it ships) ×
-KV-cache dtype, from the model config alone — a table over the one deployment planner.
+KV-cache dtype, from the model's geometry alone — a table over the one deployment planner.
 
   weights          = the artifact's tensors (planning/weights.py: quantized Linears at the
                      scheme's bits + scales/zero points, everything else 16-bit)
@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 
 from pipeline.config.recipe import RecipeFile
 from pipeline.core.errors import UserError
-from pipeline.models import kv_layout
-from pipeline.planning import deployment, geometry, kv_cache
+from pipeline.planning import deployment, kv_cache
 from pipeline.planning.deployment import Budget, Load
+from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import Inventory
 from pipeline.planning.weights import artifact_bytes
 
@@ -51,7 +51,7 @@ class Row:
 
 
 def row(
-    config: dict,
+    g: Geometry,
     recipe: RecipeFile | None,
     load: Load,
     gpus: Inventory,
@@ -60,11 +60,11 @@ def row(
     """The planner's deployment of one recipe (None: the original) × KV dtype
     (planning/deployment.py), as a row."""
     recipe_name = recipe.name if recipe else "original"
-    per_token = kv_cache.bytes_per_token(config, load.kv_dtype)
+    per_token = kv_cache.bytes_per_token(g, load.kv_dtype)
     scheduled = budget.scheduled_on(gpus)
-    per_sequence = kv_cache.bytes_per_sequence(config, load.kv_dtype, load.context, scheduled)
+    per_sequence = kv_cache.bytes_per_sequence(g, load.kv_dtype, load.context, scheduled)
     needed = load.users * per_sequence
-    found = deployment.fewest(config, load, gpus, budget, recipe)
+    found = deployment.fewest(g, load, gpus, budget, recipe)
     if found is None:
         return Row(recipe_name, load.kv_dtype, load.weights, per_token, needed, None, None, None)
     return Row(
@@ -76,7 +76,7 @@ def row(
 
 
 def plan(
-    config: dict,
+    g: Geometry,
     recipes: list,
     kv_dtypes: list[str],
     users: int,
@@ -93,18 +93,15 @@ def plan(
             f"users, context and max-num-batched-tokens must be ≥ 1 "
             f"(got {users}, {context}, {scheduled})"
         )
-    weights = [(None, geometry.of(config).original_bytes)]
-    weights += [(r, artifact_bytes(r, config)) for r in recipes]
+    weights = [(None, g.original_bytes)]
+    weights += [(r, artifact_bytes(r, g)) for r in recipes]
     return [
-        row(config, r, Load(w, kv, users, context), gpus, budget)
-        for r, w in weights
-        for kv in kv_dtypes
+        row(g, r, Load(w, kv, users, context), gpus, budget) for r, w in weights for kv in kv_dtypes
     ]
 
 
-def describe(name: str, config: dict, gpus: Inventory, budget: Budget) -> str:
-    g = geometry.of(config)
-    sliding = any(g.kind == "sliding" for g in kv_layout.groups(config))
+def describe(name: str, g: Geometry, gpus: Inventory, budget: Budget) -> str:
+    sliding = any(group.kind == "sliding" for group in g.kv_groups)
     scheduled = budget.scheduled_on(gpus)
     return (
         f"model {name}: {g.layers} layers; {g.kv_modelled}; original weights {g.shipped}\n"

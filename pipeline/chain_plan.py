@@ -22,7 +22,8 @@ from pathlib import Path
 from pipeline.core import environment
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.paths import runs_root
-from pipeline.planning import engines, geometry
+from pipeline.planning import engines
+from pipeline.planning.geometry import Geometry
 from pipeline.quantize import memory
 
 GIB = 2**30
@@ -37,7 +38,7 @@ def build(
     """The chain's plan for quantize stage `q` followed by `stages` (eval, serve);
     serve_overrides: the serve settings the command line sets (as the serve stage takes them)."""
     gpus = environment.gpus()
-    original = geometry.of(q.config).original_bytes
+    original = q.geometry.original_bytes
     quantize = q.plan()
     memory = quantize.get("memory_bytes") or {}  # an import's plan is its detected format
     artifact = 0 if q.recipe.online else memory.get("artifact_estimate", 0)
@@ -131,9 +132,7 @@ def _disk(stages: dict, refusals: list) -> list[dict]:
     return found
 
 
-def _engines(
-    config, sides: dict, gpus, users: int, context: int, refusals: list, recipe=None
-) -> dict:
+def _engines(g, sides: dict, gpus, users: int, context: int, refusals: list, recipe=None) -> dict:
     """Each side's engine on this host, and on REFERENCE_GPU GPUs (what a GPU host needs); the
     quantized side's layouts as vLLM loads the recipe's artifact (planning/layout.py)."""
     import psutil
@@ -141,9 +140,9 @@ def _engines(
     found = {}
     for side, weights in sides.items():
         mine = None if side == "original" else recipe
-        on_gpus = _on_gpus(config, weights, users, context, side, mine)
+        on_gpus = _on_gpus(g, weights, users, context, side, mine)
         try:
-            engine = engines.engine(config, weights, gpus, users, context, side, recipe=mine)
+            engine = engines.engine(g, weights, gpus, users, context, side, recipe=mine)
         except NotOnThisHost as e:
             refusals.append(str(e))
             found[side] = {"refused": str(e), "on_gpus": on_gpus}
@@ -167,7 +166,7 @@ def _engines(
     return found
 
 
-def _on_gpus(config: dict, weights: int, users: int, context: int, side: str, recipe=None) -> dict:
+def _on_gpus(g: Geometry, weights: int, users: int, context: int, side: str, recipe=None) -> dict:
     """What REFERENCE_GPU GPUs would need (the deployment planner, nodes of 8):
     tensor_parallel_size is the GPU count, TP × PP (None: more than 8 nodes hold). `recipe`
     (the quantized side's): a TP vLLM loads its artifact at, expert parallel where it must;
@@ -175,7 +174,7 @@ def _on_gpus(config: dict, weights: int, users: int, context: int, side: str, re
     from pipeline.planning import deployment, gpus
 
     load = deployment.Load(weights, "auto", users, context)
-    found = deployment.fewest(config, load, gpus.named(REFERENCE_GPU), recipe=recipe)
+    found = deployment.fewest(g, load, gpus.named(REFERENCE_GPU), recipe=recipe)
     if found is None:
         return {"gpu": REFERENCE_GPU, "tensor_parallel_size": None, "tp": None, "pp": None}
     tp, pp = found.tensor_parallel_size, found.pipeline_parallel_size
@@ -189,14 +188,14 @@ def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dic
     s = q.recipe.spec.eval
     chosen = backend or (s.backend if s.backend != "auto" else ("vllm" if gpus else "hf"))
     tokens = 2 * s.max_tokens  # held-out and calibration splits
-    vocab = geometry.of(q.config).vocab
+    vocab = q.geometry.vocab
     k = min(s.reference_max_k, vocab)
     id_bytes = 2 if vocab <= 32767 else 4
     reference = tokens * (k * (id_bytes + 4) + 12)  # at most: k kept tokens a position
     found = {"backend": chosen, "tokens": tokens, "context_length": s.context_length}
     sides = {"original": original, q.recipe.name: artifact or original}
     if chosen == "vllm":
-        found["engines"] = _engines(q.config, sides, gpus, EVAL_BATCH, s.context_length + 1,
+        found["engines"] = _engines(q.geometry, sides, gpus, EVAL_BATCH, s.context_length + 1,
                                     refusals, q.recipe)  # fmt: skip
         found["cpu_ram_bytes"] = 0
     else:  # transformers: float32 on CPU, one side at a time; the checkpoint's dtype on GPUs
@@ -206,7 +205,7 @@ def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dic
         found["where"] = "GPUs (device_map auto)" if gpus else "CPU, float32"
         found["on_gpus"] = {  # what the vllm backend would need on a GPU host
             side: _on_gpus(
-                q.config,
+                q.geometry,
                 weights,
                 EVAL_BATCH,
                 s.context_length + 1,
@@ -215,7 +214,7 @@ def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dic
             )  # fmt: skip
             for side, weights in sides.items()
         }
-        found["cpu_ram_bytes"] = 0 if gpus else largest * 2 + _scoring_bytes(q.config, s)
+        found["cpu_ram_bytes"] = 0 if gpus else largest * 2 + _scoring_bytes(q.geometry, s)
         available = psutil.virtual_memory().available
         if found["cpu_ram_bytes"] > available:
             refusals.append(
@@ -230,12 +229,12 @@ def _eval(q, gpus, original: int, artifact: int, backend, refusals: list) -> dic
     return found
 
 
-def _scoring_bytes(config: dict, s) -> int:
+def _scoring_bytes(g: Geometry, s) -> int:
     """What scoring holds beside the float32 model on CPU: a batch's logits (float32, every
     vocabulary entry), the log-probs of the window being scored and of the one before it (the
     scorer's), and the runtime. At Llama-3-8B's vocabulary (128,256): 7.6 GiB peak measured, 6.8
     planned (2026-12-03, tests/e2e/test_real_shape_chain.py)."""
-    vocab, context = geometry.of(config).vocab, s.context_length
+    vocab, context = g.vocab, s.context_length
     return (EVAL_BATCH + 2) * context * vocab * 4 + memory.RUNTIME
 
 
@@ -247,7 +246,7 @@ def _serve(q, gpus, original: int, artifact: int, refusals: list, overrides: dic
     sides = {"original": original, q.recipe.name: artifact or original}
     seconds, how = _serve_time(q, s)
     found = {
-        "engines": _engines(q.config, sides, gpus, users, context, refusals, q.recipe),
+        "engines": _engines(q.geometry, sides, gpus, users, context, refusals, q.recipe),
         "placement": None,
         "launches": {},
         "users": users,
@@ -292,7 +291,7 @@ def _eval_time(q, backend: str, per_split: int) -> tuple[float | None, str]:
     s = q.recipe.spec.eval
     windows = 2 * (per_split // s.context_length)  # held-out and calibration splits
     work = timing.eval_work(
-        q.config, q.recipe, windows * s.context_length, s.context_length, hw, backend=backend
+        q.geometry, q.recipe, windows * s.context_length, s.context_length, hw, backend=backend
     )
     overhead = timing.observed(f"eval-{backend}")
     what = f"{windows} windows a side on {hw.name}"
@@ -312,7 +311,7 @@ def _serve_time(q, s) -> tuple[float | None, str]:
     hw = host.here(measure=False)
     if hw is None:
         return None, "unknown: this host's rates are not measured yet (a serve measures them)"
-    levels = timing.serve_work(q.config, q.recipe, s, hw)
+    levels = timing.serve_work(q.geometry, q.recipe, s, hw)
     work = sum(lv["benchmark_seconds"] for lv in levels.values())
     overhead = timing.observed("serve")
     if overhead:  # each measured step took this much beyond its bound at that concurrency

@@ -128,6 +128,9 @@ def _one(stage, show: Show | None, force: bool, own: bool = False) -> StageOutco
             names = ", ".join(f"{c.gate} ({c.value:.4g} vs {c.limit:g})" for c in failed)
             outcome.status, outcome.reason = "gate_failed", "gate_failed"
             outcome.message = f"eval gate failed: {names}"
+        if failed and results.gates.inconclusive_only():  # not failed: undecided (exit 3 too)
+            outcome.reason = "gate_inconclusive"
+            outcome.message = "; ".join(c.message for c in failed)
     if show:
         show(stage, entry, cached)
     return outcome

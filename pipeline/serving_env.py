@@ -224,13 +224,12 @@ def moe_kernel(scheme) -> str | None:
     return None
 
 
-def require_moe(scheme, config: dict, doing: str, hint: str = "") -> None:
+def require_moe(scheme, g, doing: str, hint: str = "") -> None:
     """NotOnThisHost for a quantized mixture-of-experts model whose scheme has no MoE kernel on
-    this host (vLLM 0.32's CPU MoE kernels for FP8, INT4 and INT8 all need AMX on x86)."""
-    from pipeline.models.architecture import experts
-
+    this host (vLLM 0.32's CPU MoE kernels for FP8, INT4 and INT8 all need AMX on x86).
+    g: the model's planning.geometry.Geometry."""
     needed = moe_kernel(scheme)
-    if needed and experts(config) and capabilities().get(needed) is False:
+    if needed and g.experts and capabilities().get(needed) is False:
         raise NotOnThisHost(
             f"this host's vLLM cannot {doing} this {scheme.label} mixture-of-experts model (no "
             f"{scheme.label} MoE kernel for this CPU: its CPU MoE kernels need AMX; a GPU is "

@@ -17,6 +17,15 @@ Results land in runs/<model>/<recipe>/ (RUNS_DIR); a stage whose inputs are unch
 
 Docs: {DOCS}."""
 
+EXIT_CODES = """exit codes: 0 ok · 1 internal error (also a server or hub failure)
+· 2 user error (bad input; nothing was created) · 3 a gate failed (results complete,
+quality below the recipe's gates) · 4 not possible on this host (e.g. W4A16 without
+vLLM's kernel; a GPU can)."""
+JSON_NOTE = (
+    "--json prints the outcome as one JSON line on stdout (`python -m pipeline schema outcome`)."
+)
+EXIT_CODES_HELP = f"{EXIT_CODES}\n{JSON_NOTE}"  # a command without --json shows EXIT_CODES alone
+
 
 @dataclass(frozen=True)
 class Command:
@@ -73,6 +82,15 @@ COMMANDS = {
         "unchanged. --dry-run prints where each stage runs, its memory, disk and time.",
         "make run MODEL=llama3-8b RECIPE=gptq ARGS=--dry-run",
         "guide/run.md",
+    ),
+    "compare": Command(
+        "several recipes' drift vs size (and throughput): one table, one plot",
+        "Quantizes and evaluates each recipe (every stage cached, as `run` does), then prints "
+        "one table of drift — mean KL, perplexity ratio, top-token agreement, task recovery, "
+        "each ± its standard error — against the artifact's size and, where served, output "
+        "tokens/s, and writes it with a plot to runs/<model>/compare-<recipes>/.",
+        "make compare MODEL=tiny-llama RECIPES=fp8,w4a16-rtn,gptq",
+        "jobs.md",
     ),
     "search": Command(
         "mixed precision per layer group within a bits budget",

@@ -1,7 +1,7 @@
 """docs/schemas.md, generated from the JSON Schemas that `python -m pipeline schema NAME` prints
 (`make schemas` rewrites it; a unit test fails when it is stale)."""
 
-from pipeline.cli.main import _schemas, schema_of
+from pipeline.cli.commands.schema import SCHEMAS, schema_of
 
 FILES = {
     "manifest": "runs/<model>/<recipe>/manifest.json",
@@ -45,7 +45,7 @@ def render() -> str:
         "Each is a pydantic model; `python -m pipeline schema NAME` prints its JSON Schema. Every",
         "file carries `schema_version`; readers in the pipeline validate against these models.",
     ]
-    for name in sorted(_schemas()):
+    for name in sorted(SCHEMAS):
         schema = schema_of(name)
         out += ["", f"## `{name}`: {FILES[name]}", "", *_table(schema)]
         for sub, sub_schema in sorted(schema.get("$defs", {}).items()):

@@ -1,45 +1,65 @@
-"""Plain-text tables the CLI prints."""
+"""Plain-text tables the CLI prints (tabulate lays out the columns; the cells are ours)."""
 
+from tabulate import tabulate
+
+from pipeline.eval import describe
 from pipeline.eval.results import EvalResults, TaskRow
 from pipeline.serve.results import Pair, ServeResults
 
 
+def _plain(rows: list, headers: tuple[str, ...], align: str) -> str:
+    """Columns as wide as their widest cell; `align`: l or r per column."""
+    sides = tuple({"l": "left", "r": "right"}[a] for a in align)
+    return tabulate(rows, headers, tablefmt="plain", colalign=sides, disable_numparse=True)
+
+
+EVAL_HEADERS = ("split", "tokens", "ppl orig", "ppl quant", "ratio", "mean KL", "p99 KL",
+                "max KL", "same top %", "RMS Δp %")  # fmt: skip
+
+
 def eval_table(results: EvalResults) -> str:
-    head = (
-        f"{'split':<12} {'tokens':>7} {'ppl orig':>9} {'ppl quant':>10} {'ratio':>13} "
-        f"{'mean KL':>17} {'p99 KL':>8} {'max KL':>7} {'same top %':>14} {'RMS Δp %':>9}"
-    )
-    lines = [head]
-    for split, m in results.splits.items():
-        lines.append(
-            f"{split:<12} {m.tokens:>7} {m.ppl_original:>9.2f} {m.ppl_quantized:>10.2f} "
-            f"{m.ppl_ratio:>6.4f}±{m.ppl_ratio_se:.4f} "
-            f"{m.kl_mean:>9.2e}±{m.kl_mean_se:.1e} {m.kl_p99:>8.4f} {m.kl_max:>7.3f} "
-            f"{m.same_top_pct:>7.2f}±{m.same_top_pct_se:.2f}  {m.rms_dp_pct:>8.3f}"
+    rows = [
+        (
+            split,
+            m.tokens,
+            f"{m.ppl_original:.2f}",
+            f"{m.ppl_quantized:.2f}",
+            f"{m.ppl_ratio:.4f}±{m.ppl_ratio_se:.4f}",
+            f"{m.kl_mean:.2e}±{m.kl_mean_se:.1e}",
+            f"{m.kl_p99:.4f}",
+            f"{m.kl_max:.3f}",
+            f"{m.same_top_pct:.2f}±{m.same_top_pct_se:.2f}",
+            f"{m.rms_dp_pct:.3f}",
         )
+        for split, m in results.splits.items()
+    ]
+    lines = [_plain(rows, EVAL_HEADERS, "lrrrrrrrrr")]
     if results.tasks:
         lines.append(task_table(results.tasks))
     if results.gates.checks:
         marks = [
-            f"{c.gate} {c.limit:g} ({c.value:.4g}: {'pass' if c.passed else 'FAIL'})"
+            f"{c.gate} {c.limit:g} ({c.value:.4g}: {describe.gate_mark(c)})"
             for c in results.gates.checks
         ]
         lines.append("gates (heldout): " + ", ".join(marks))
+    lines += describe.lines(results)  # the floor, each task paired, non-inferiority's words
     return "\n".join(lines)
 
 
 def task_table(rows: list[TaskRow]) -> str:
-    lines = [
-        f"{'task (lm-eval)':<24} {'metric':<10} {'n':>5} {'original':>14} {'quantized':>14} "
-        f"{'recovery':>9}"
-    ]
-    for r in rows:
-        lines.append(
-            f"{r.task:<24} {r.metric:<10} {r.samples or '':>5} "
-            f"{_score(r.original, r.original_stderr):>14} "
-            f"{_score(r.quantized, r.quantized_stderr):>14} {_pct(r.recovery):>9}"
+    cells = [
+        (
+            r.task,
+            r.metric,
+            r.samples or "",
+            _score(r.original, r.original_stderr),
+            _score(r.quantized, r.quantized_stderr),
+            _pct(r.recovery),
         )
-    return "\n".join(lines)
+        for r in rows
+    ]
+    headers = ("task (lm-eval)", "metric", "n", "original", "quantized", "recovery")
+    return _plain(cells, headers, "llrrrr")
 
 
 def _score(value: float, stderr: float | None) -> str:
@@ -50,7 +70,6 @@ def serve_table(results: ServeResults) -> str:
     """Memory, per concurrency throughput and latency (original, quantized, paired ratio with its
     range over the repeats), then SLO capacity."""
     c = results.comparison
-    lines = [f"{'memory':<30} {'original':>14} {'quantized':>14} {'ratio':>8}"]
     rows = [
         ("checkpoint (MiB)", c.memory.checkpoint_bytes, 1 / 2**20),
         ("weights in vLLM (GiB)", c.memory.weights_gib, 1.0),
@@ -59,11 +78,11 @@ def serve_table(results: ServeResults) -> str:
         ("KV cache (tokens)", c.memory.kv_cache_tokens, 1.0),
         (f"max concurrency @ {results.quantized.max_model_len:,}", c.memory.max_concurrency, 1.0),
     ]
-    for label, pair, scale in rows:
-        lines.append(
-            f"{label:<30} {_num(pair.original, scale):>14} {_num(pair.quantized, scale):>14} "
-            f"{_x(pair.ratio):>8}"
-        )
+    cells = [
+        (label, _num(pair.original, scale), _num(pair.quantized, scale), _x(pair.ratio))
+        for label, pair, scale in rows
+    ]
+    lines = [_plain(cells, ("memory", "original", "quantized", "ratio"), "lrrr")]
     how = (
         f"paired: both served at once, {c.repeats} alternating runs each per level; "
         "ratio = median of the paired ratios [lowest–highest]"
@@ -80,19 +99,22 @@ def serve_table(results: ServeResults) -> str:
         ("ITL p99 ms", "itl_p99_ms"),
         ("E2E p50 ms", "e2el_median_ms"),
     )
-    lines.append(
-        f"{'c':>5} {'metric':<12} {'original':>10} {'quantized':>10} {'ratio':>8} {'range':>13}"
-    )
     if any(row.output_tok_s_per_gpu for row in c.levels):  # GPU hosts: the seed's metric
         metrics = (metrics[0], ("tok/s/GPU", "output_tok_s_per_gpu"), *metrics[1:])
-    for row in c.levels:
-        for label, key in metrics:
-            pair = getattr(row, key)
-            spread = _range(pair)
-            lines.append(
-                f"{row.concurrency:>5} {label:<12} {_num(pair.original, 1.0):>10} "
-                f"{_num(pair.quantized, 1.0):>10} {_x(pair.ratio, pair.note):>8} {spread:>13}"
-            )
+    cells = [
+        (
+            row.concurrency,
+            label,
+            _num(pair.original, 1.0),
+            _num(pair.quantized, 1.0),
+            _x(pair.ratio, pair.note),
+            _range(pair),
+        )
+        for row in c.levels
+        for label, pair in ((label, getattr(row, key)) for label, key in metrics)
+    ]
+    headers = ("c", "metric", "original", "quantized", "ratio", "range")
+    lines.append(_plain(cells, headers, "rlrrrr"))
     lines.append(
         "  ratio = quantized / original (throughput: higher is better; latency: lower). "
         f"Original: {results.original.served_name}."

@@ -6,10 +6,11 @@ collects what was given; `to_argv(overrides)` turns a dict (a nightly matrix's s
 into the same flags."""
 
 import argparse
+import re
 import types
 import typing
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ByteSize, TypeAdapter
 
 
 def _int_list(text: str) -> list[int]:
@@ -30,20 +31,21 @@ def _base(annotation):
     return annotation
 
 
-_UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-_UNITS |= {"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "k": 2**10, "m": 2**20}
-_UNITS |= {"g": 2**30, "t": 2**40}
+# pydantic's ByteSize does the arithmetic; the units are a subset of its own (no bits, no PB),
+# and a bare k / m / g / t is binary here as in `free -g` (ByteSize reads it decimal)
+_UNITS = ("b", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib")
+_SHORT = {"": "b", "k": "kib", "m": "mib", "g": "gib", "t": "tib"}
+_BYTES = TypeAdapter(ByteSize)
 
 
 def memory_size(text: str) -> int:
     """Bytes from '48GiB', '64GB', '2g', '1500MiB' (binary for GiB / g, decimal for GB)."""
-    import re
-
     found = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
     unit = found.group(2).lower() if found else None
-    if not found or unit not in _UNITS:
+    unit = _SHORT.get(unit, unit)
+    if unit not in _UNITS:
         raise argparse.ArgumentTypeError(f"expected a size like 48GiB or 64GB (got {text!r})")
-    value = float(found.group(1)) * _UNITS[unit]
+    value = _BYTES.validate_python(found.group(1) + unit)
     if not 2**20 <= value < 2**60:
         raise argparse.ArgumentTypeError(f"a memory size from 1MiB (got {text!r})")
     return int(value)

@@ -60,6 +60,15 @@ class TaskSpec(Strict):
     recovery_threshold: float | None = Field(
         0.95, gt=0, description="min quantized / original score; null = record only"
     )
+    max_drop: float | None = Field(
+        None,
+        gt=0,
+        description="non-inferiority margin in the metric's units (0.02 = 2 points of acc): "
+        "passes when the paired CI of quantized − original stays above −max_drop; null = off",
+    )
+    confidence: float = Field(
+        0.95, gt=0, lt=1, description="level of the paired CI the max_drop gate reads"
+    )
 
 
 class EvalSettings(Strict):

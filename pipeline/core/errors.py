@@ -1,7 +1,7 @@
 """The failures a command can end with, each with its exit code and a machine-readable reason.
 
-    0 ok · 1 internal error (a server or hub failure too) · 2 user error · 3 a gate failed ·
-    4 not possible on this host
+    0 ok · 1 internal error (a server or hub failure too) · 2 user error · 3 a gate failed (or
+    was inconclusive: too few items to decide it) · 4 not possible on this host
 
 Messages are for people and may be reworded; programs (nightly) read `reason`, never the text.
 A failed gate is no exception: the results are complete, and the flow reports it (exit 3).
@@ -54,6 +54,7 @@ class HubError(PipelineError):
 EXIT_CODES = {"ok": 0, "internal_error": 1, "server_error": 1, "hub_error": 1}
 EXIT_CODES |= {"artifact_check": 1}
 EXIT_CODES |= {"user_error": 2, "gate_failed": 3, "unsupported": 4, "interrupted": 130}
+EXIT_CODES |= {"gate_inconclusive": 3}  # a gate whose data cannot decide it: no pass either
 
 
 def first_line(e: BaseException) -> str:

@@ -1,7 +1,7 @@
-"""Atomic writes, content hashes and exclusive locks: the pieces that keep a killed run honest."""
+"""Atomic writes, content hashes and exclusive locks (filelock's, an flock on Unix, released by
+the kernel when a run is killed): the pieces that keep a killed run honest."""
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -9,6 +9,8 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from pipeline.core.errors import UserError
 
@@ -67,27 +69,23 @@ def staging_dir(final: Path) -> Iterator[Path]:
 def exclusive_lock(path: Path, what: str) -> Iterator[None]:
     """Fail fast (exit 2) when another process holds the lock, instead of corrupting its work."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(f"{what} is in use by another process (lock {path})") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    lock = FileLock(path)
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        raise UserError(f"{what} is in use by another process (lock {path})") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager
 def waiting_lock(path: Path) -> Iterator[None]:
     """Wait for the lock: for shared caches that a second process should reuse, not fail on."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with FileLock(path):
+        yield
 
 
 def sha256_text(text: str) -> str:

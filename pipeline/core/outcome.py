@@ -11,7 +11,7 @@ from pipeline.core.errors import EXIT_CODES
 SCHEMA_VERSION = 1
 Status = Literal[
     "ok", "user_error", "gate_failed", "unsupported", "server_error", "hub_error", "artifact_check",
-    "internal_error", "interrupted",
+    "internal_error", "interrupted", "gate_inconclusive",
 ]  # fmt: skip
 
 
@@ -30,7 +30,9 @@ class Outcome(BaseModel):
     schema_version: int = Field(SCHEMA_VERSION, description="bumped when fields change meaning")
     command: str
     status: Status
-    exit_code: int = Field(description="0 ok, 1 internal, 2 user error, 3 gate, 4 host cannot")
+    exit_code: int = Field(
+        description="0 ok, 1 internal, 2 user error, 3 gate failed or inconclusive, 4 host cannot"
+    )
     message: str | None = None
     model: str | None = None
     recipe: str | None = None

@@ -18,6 +18,21 @@ class ReferenceInfo(BaseModel):
     mass_kept_min: float
 
 
+class DriftFloor(BaseModel):
+    """The original against its own reference at another batch size (pipeline/eval/floor.py):
+    the drift the measurement shows when nothing is quantized."""
+
+    batch_size: int = Field(description="windows per batch of the second pass (reference: 4)")
+    tokens: int
+    kl_mean: float
+    kl_mean_se: float
+    kl_p99: float
+    same_top_pct: float
+    ppl_ratio: float
+    rms_dp_pct: float
+    cached: bool = Field(False, description="came from the cache beside the reference")
+
+
 class SplitDrift(BaseModel):
     """One split: the original vs the quantized model on the same token windows."""
 
@@ -45,6 +60,25 @@ class SplitDrift(BaseModel):
     reference_bytes_per_token: float
     reference: ReferenceInfo
     reference_cached: bool = Field(description="the original's reference came from the cache")
+    floor: DriftFloor | None = Field(None, description="heldout: the measurement's noise floor")
+
+
+class PairedTask(BaseModel):
+    """One task's two runs paired item by item (pipeline/eval/paired_tasks.py)."""
+
+    items: int = Field(description="items scored by both")
+    change: float = Field(description="mean paired difference, second − first run")
+    change_low: float = Field(description="bootstrap CI's lower end (percentile, seeded)")
+    change_high: float
+    confidence: float
+    binary: bool = Field(description="every item 0 or 1: flips and McNemar apply")
+    right_to_wrong: int | None = None
+    wrong_to_right: int | None = None
+    mcnemar_p: float | None = Field(None, description="exact: binomial test of the flips vs ½")
+
+    @property
+    def flips(self) -> int | None:
+        return None if self.right_to_wrong is None else self.right_to_wrong + self.wrong_to_right
 
 
 class TaskRow(BaseModel):
@@ -59,6 +93,11 @@ class TaskRow(BaseModel):
     recovery: float | None = Field(description="quantized / original")
     recovery_threshold: float | None
     original_cached: bool = False
+    paired: PairedTask | None = Field(None, description="quantized vs original, item by item")
+    floor: PairedTask | None = Field(
+        None, description="noise floor: the original vs itself at another lm-eval batch size"
+    )
+    floor_cached: bool = False
     original_dtype: str | None = Field(None, description="what lm-eval scored the original in")
     quantized_dtype: str | None = Field(
         None,

@@ -7,7 +7,9 @@ Two splits: `heldout` (recipe eval.dataset, text the quantizer never saw) and `c
 a cached compact reference (pipeline/eval/reference.py); only the quantized model runs each time.
 Results: runs/<model>/<recipe>/eval/<fingerprint>/results.json (pipeline/eval/results.py) and the
 manifest's "eval" entry; per-token values in tokens.pt beside it, for paired comparisons between
-recipes. Each backend and settings keep their own result.
+recipes. Each backend and settings keep their own result. Beside each drift figure, its noise
+floor (pipeline/eval/floor.py): the original against itself at another batch size; lm-eval
+tasks are paired item by item (pipeline/eval/paired_tasks.py), with a floor of their own.
 """
 
 import time
@@ -22,11 +24,10 @@ from pipeline.core.files import write_json_atomic
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.data import texts
-from pipeline.eval import engine_identity, reference_key, tasks
+from pipeline.eval import engine_identity, floor, reference_key, tasks
 from pipeline.eval import results as eval_results
 from pipeline.eval.gates import check_gates
 from pipeline.eval.results import EvalResults
-from pipeline.models.architecture import experts
 from pipeline.quantize.stage import QuantizeStage
 
 SPLITS = ("heldout", "calibration")
@@ -83,7 +84,7 @@ class EvalStage(AfterQuantize):
             serving_env.require("eval backend vllm")
             for one, _ in q.recipe.schemes():
                 serving_env.require_scheme(one, "run", "; use --backend hf")
-                serving_env.require_moe(one, q.config, "run", "; use --backend hf")
+                serving_env.require_moe(one, q.geometry, "run", "; use --backend hf")
             serving_env.require_kv_cache(
                 kv, "evaluate", "; --backend hf emulates a calibrated FP8 KV cache"
             )
@@ -151,11 +152,13 @@ class EvalStage(AfterQuantize):
         s = self.settings
         return {
             "quantize_fingerprint": self.quantize.entry().fingerprint,  # the artifact evaluated
-            # gates and recovery thresholds are checked afresh on cached results: not inputs
+            # gates and their thresholds are checked afresh on cached results: not inputs
             "settings": s.model_dump(
-                exclude={"gates": True, "tasks": {"__all__": {"recovery_threshold"}}}
+                exclude={"gates": True, "tasks": {"__all__": {"recovery_threshold", "max_drop"}}}
             ),
             "local_tasks": tasks.local_tasks_fingerprint() if s.tasks else None,
+            "tasks_format": tasks.FORMAT if s.tasks else None,  # per-item results and floor
+            "floor": [floor.FLOOR_BATCH, tasks.FLOOR_BATCH],
             "backend": self.backend,
             "references": self._keys,
             "libraries": environment.library_versions(LIBRARIES),
@@ -200,7 +203,7 @@ class EvalStage(AfterQuantize):
             self._tokenize()
         backend = _backend(self.backend)
         s, splits = self.settings, list(self._windows)
-        refs, missing = self._references(backend)
+        refs, missing, drift_floor = self._references(backend)
         artifact = self.quantize.artifact_for(self.backend)
         online = (
             {"quantization": self.quantize.recipe.online} if self.quantize.recipe.online else {}
@@ -224,6 +227,7 @@ class EvalStage(AfterQuantize):
                 "reference": {"key": self._keys[split], **drift.coverage(refs[split])},
                 "reference_cached": split not in missing,
             }
+        summary["heldout"]["floor"] = drift_floor
         task_rows = self._tasks(quantized_scores) if s.tasks else []
         tasks_seconds = time.monotonic() - tasks_started if s.tasks else 0.0
         self._record_overheads(time.monotonic() - started, tasks_seconds, len(missing))
@@ -249,6 +253,9 @@ class EvalStage(AfterQuantize):
             "ppl_ratio": h.ppl_ratio,
             "same_top_pct": h.same_top_pct,
             "gates_passed": results.gates.passed,
+            "kl_mean_floor": h.floor.kl_mean if h.floor else None,
+            "same_top_pct_floor": h.floor.same_top_pct if h.floor else None,
+            "tasks": {t.task: _paired_metrics(t) for t in results.tasks},
             "load_seconds": round(self._load_seconds, 2),  # the time estimate leaves it out
         }
 
@@ -272,7 +279,7 @@ class EvalStage(AfterQuantize):
         q, s = self.quantize, self.settings
         windows = sum(len(w) for w in self._windows.values())
         sides = 2 if references else 1
-        work = timing.eval_work(q.config, q.recipe, windows * s.context_length, s.context_length,
+        work = timing.eval_work(q.geometry, q.recipe, windows * s.context_length, s.context_length,
                                 hw, sides, self.backend)  # fmt: skip
         key = f"eval-{self.backend}"
         if not tasks_seconds:  # no lm-eval tasks this time: keep the last run's that had some
@@ -286,22 +293,31 @@ class EvalStage(AfterQuantize):
              "tasks_seconds": tasks_seconds_kept},
         )  # fmt: skip
 
-    def _references(self, backend) -> tuple[dict, list[str]]:
+    def _references(self, backend) -> tuple[dict, list[str], dict]:
+        """(references, the splits built now, the held-out noise floor): the original loads
+        once for whichever of them is not cached."""
         from pipeline.eval import reference
 
         names = {split: f"{split}-{key}" for split, key in self._keys.items()}
-        with reference_key.lock(self.reference_dir):
-            refs = {split: reference.load(self.reference_dir, names[split]) for split in names}
+        folder, heldout_key = self.reference_dir, self._keys["heldout"]
+        with reference_key.lock(folder):
+            refs = {split: reference.load(folder, names[split]) for split in names}
             missing = [split for split in names if refs[split] is None]
-            if missing:
+            drift_floor = floor.load(folder, heldout_key)
+            floor_cached = drift_floor is not None
+            if missing or not floor_cached:
                 original = self._load(backend, self.quantize.model_path)
-                groups = [self._windows[x] for x in missing]
-                built = reference.compute(backend, original, groups, self.settings)
+                if missing:  # else only the floor is new
+                    groups = [self._windows[x] for x in missing]
+                    built = reference.compute(backend, original, groups, self.settings)
+                    for split, ref in zip(missing, built, strict=True):
+                        reference.save(folder, names[split], ref)
+                        refs[split] = ref
+                if not floor_cached:
+                    drift_floor = floor.compute(backend, original, self._windows["heldout"],
+                                                refs["heldout"], heldout_key, folder)  # fmt: skip
                 del original
-                for split, ref in zip(missing, built, strict=True):
-                    reference.save(self.reference_dir, names[split], ref)
-                    refs[split] = ref
-        return refs, missing
+        return refs, missing, {**drift_floor, "cached": floor_cached}
 
     def _quantized_scores(self, model) -> dict:
         s, q = self.settings, self.quantize
@@ -319,12 +335,11 @@ class EvalStage(AfterQuantize):
     def _tasks(self, quantized: dict) -> list[dict]:
         s, q = self.settings, self.quantize
         with reference_key.lock(self.reference_dir):
-            original, cached = tasks.original_scores(
-                self.reference_dir, q.model_identity, q.model_path, self.backend, s.tasks,
-                self.log,
-            )  # fmt: skip
-        rows = tasks.compare(s.tasks, original, quantized)
-        return [{**row, "original_cached": cached} for row in rows]
+            args = (self.reference_dir, q.model_identity, q.model_path, self.backend, s.tasks)
+            original, cached = tasks.original_scores(*args, self.log)
+            task_floor, floor_cached = tasks.original_scores(*args, self.log, tasks.FLOOR_BATCH)
+        rows = tasks.compare(s.tasks, original, quantized, task_floor)
+        return [{**row, "original_cached": cached, "floor_cached": floor_cached} for row in rows]
 
     def load_results(self, entry: StageEntry) -> EvalResults:
         """The entry's results, with the gates re-checked against the recipe as it is now:
@@ -337,7 +352,7 @@ def _auto_backend(q: QuantizeStage, kv: str) -> tuple[str, str]:
     needs_vllm = kv != "auto" and not q.recipe.kv_cache_scheme()
     usable = serving_env.available() and all(serving_env.runs_scheme(s) for s in schemes)
     for needed in {serving_env.moe_kernel(s) for s in schemes} - {None}:
-        if usable and experts(q.config):
+        if usable and q.geometry.experts:
             usable = serving_env.capabilities().get(needed) is not False
     scheme = schemes[0] if schemes else None
     if usable and kv != "auto":
@@ -365,6 +380,15 @@ def _backend(name: str):
     from pipeline.eval.backends import hf, vllm
 
     return {"hf": hf, "vllm": vllm}[name]
+
+
+def _paired_metrics(row) -> dict:
+    """A task's paired figures for the manifest and `--json`."""
+    p, f = row.paired, row.floor
+    keep = ("change", "change_low", "change_high", "confidence", "right_to_wrong",
+            "wrong_to_right", "mcnemar_p", "items")  # fmt: skip
+    out = {k: getattr(p, k) for k in keep} if p else {}
+    return out | {"floor_flips": f.flips if f else None, "recovery": row.recovery}
 
 
 def _kept(tokens: dict) -> dict:

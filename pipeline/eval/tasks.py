@@ -7,8 +7,10 @@ subprocess in the serving env (the eval backend decides, so the tasks run on the
 as the drift).
 Local tasks (a YAML and its data) live in evals/tasks/; hub tasks (arc_easy, gsm8k, …) work
 where the hub is reachable.
-The original's scores are cached per (model, tasks, engine: backend, device, dtype, build)
-beside the drift reference.
+The original's scores, with each item's result (lm-eval's log_samples), are cached per (model,
+tasks, engine: backend, device, dtype, build) beside the drift reference; so is its noise floor:
+the original scored again at FLOOR_BATCH, an equivalent setting whose only difference is the
+padding and the order of the sums (pipeline/eval/paired_tasks.py pairs the items).
 """
 
 import contextlib
@@ -22,10 +24,12 @@ from pipeline.core import procs, quiet
 from pipeline.core.errors import UserError
 from pipeline.core.files import hash_folder, sha256_json, write_json_atomic
 from pipeline.core.paths import TASKS_DIR
-from pipeline.eval import engine_identity
+from pipeline.eval import engine_identity, paired_tasks
 
 SCRIPT = Path(__file__).resolve().parent / "task_scripts" / "run_lm_eval.py"
 LM_EVAL_BATCH = 8
+FLOOR_BATCH = 4  # the noise floor: half the batch (other padding, other sums; no more memory)
+FORMAT = "items-v1"  # bump when the cached scores change shape: old ones are then ignored
 MAX_MODEL_LEN = 4096  # vLLM's KV cache for long-context models; tasks rarely need more
 
 
@@ -36,8 +40,12 @@ def local_tasks_fingerprint() -> str:
 
 def key(model_identity: dict, tasks: list[TaskSpec], engine: dict) -> str:
     """engine: the backend with its device, dtype and build (engine_identity.identity)."""
-    specs = [t.model_dump(exclude={"recovery_threshold"}) for t in tasks]
-    return sha256_json([model_identity, specs, engine, local_tasks_fingerprint()])[:16]
+    specs = [t.model_dump(exclude=GATE_FIELDS) for t in tasks]
+    return sha256_json([FORMAT, model_identity, specs, engine, local_tasks_fingerprint()])[:16]
+
+
+# checked afresh on cached results, never inputs of one (pipeline/eval/gates.py)
+GATE_FIELDS = {"recovery_threshold", "max_drop", "confidence"}
 
 
 def original_scores(
@@ -47,13 +55,17 @@ def original_scores(
     backend: str,
     tasks: list[TaskSpec],
     log: Path | None = None,
+    batch: int = LM_EVAL_BATCH,
 ) -> tuple[dict, bool]:
     """(scores, cached): the original model's, computed once per model, tasks and engine (the
-    backend, device, dtype and build)."""
-    path = cache_dir / f"tasks-{key(model_identity, tasks, engine_identity.identity(backend))}.json"
+    backend, device, dtype and build); batch FLOOR_BATCH: its noise floor, cached beside."""
+    name = key(model_identity, tasks, engine_identity.identity(backend))
+    suffix = "" if batch == LM_EVAL_BATCH else f"-b{batch}"  # the floor's beside the scores
+    path = cache_dir / f"tasks-{name}{suffix}.json"
     if path.is_file():
         return json.loads(path.read_text()), True
-    result = scores(model_dir, backend, tasks, "original", log=log)
+    label = "original" if batch == LM_EVAL_BATCH else f"original (noise floor, batch {batch})"
+    result = scores(model_dir, backend, tasks, label, log=log, batch_size=batch)
     write_json_atomic(path, result)
     return result, False
 
@@ -67,8 +79,10 @@ def scores(
     quantization: str | None = None,
     loaded=None,
     log: Path | None = None,
+    batch_size: int = LM_EVAL_BATCH,
 ) -> dict:
-    """{task: {value, stderr, samples}} for each task's metric, plus the lm-eval version and the
+    """{task: {value, stderr, samples, items}} for each task's metric (items: each item's
+    value by doc id, None where lm-eval logs no number per item), plus the lm-eval version and the
     dtype lm-eval scored. quantization: vLLM's online quantization of the model as it loads
     (vllm backend). hf: lm-eval scores `loaded` (the drift's own model object), else the model
     loaded the drift's way (backends/hf.py): never a second loader with other dtypes. `log`:
@@ -76,7 +90,7 @@ def scores(
     if log is None:
         with tempfile.TemporaryDirectory() as tmp:
             return scores(model_dir, backend, tasks, label, kv_cache_dtype, quantization,
-                          loaded, Path(tmp, "lm_eval.log"))  # fmt: skip
+                          loaded, Path(tmp, "lm_eval.log"), batch_size)  # fmt: skip
     if backend == "hf":
         model, model_args = "hf", {"tokenizer": str(model_dir), "add_bos_token": True}
     else:
@@ -88,7 +102,7 @@ def scores(
         "model_args": model_args,
         "tasks": [{"task": t.task, "num_fewshot": t.num_fewshot, "limit": t.limit} for t in tasks],
         "include_path": str(TASKS_DIR),
-        "batch_size": LM_EVAL_BATCH,
+        "batch_size": batch_size,
     }
     names = ", ".join(t.task for t in tasks)
     print(f"lm-eval ({model}) on the {label} model: {names}", file=quiet.terminal(), flush=True)
@@ -109,8 +123,17 @@ def scores(
             "value": metrics[f"{t.metric},none"],
             "stderr": stderr if isinstance(stderr, float) else None,
             "samples": out["n-samples"].get(t.task, {}).get("effective"),
+            "items": _items(out.get("items", {}).get(t.task, {}), t.metric),
         }
     return result
+
+
+def _items(logged: dict[str, dict], metric: str) -> dict[str, float] | None:
+    """{doc id: the metric's value}; None unless every item has a number for it (a corpus
+    metric such as BLEU is only defined over all items)."""
+    if not logged or any(metric not in v for v in logged.values()):
+        return None
+    return {doc: v[metric] for doc, v in logged.items()}
 
 
 def _in_process(spec: dict, label: str, log: Path, model_dir: Path, loaded) -> dict:
@@ -184,11 +207,16 @@ def _failure(code: int | None, log_tail: str, label: str) -> Exception:
     return RuntimeError(f"lm-eval failed on the {label} model{status}:\n{tail}")
 
 
-def compare(tasks: list[TaskSpec], original: dict, quantized: dict) -> list[dict]:
-    """Per task: both scores, recovery = quantized / original, and the recovery gate."""
+def compare(
+    tasks: list[TaskSpec], original: dict, quantized: dict, floor: dict | None = None
+) -> list[dict]:
+    """Per task: both scores, recovery = quantized / original, the recovery gate's threshold,
+    and where both runs logged their items: the paired comparison, and the floor's (the
+    original against itself at FLOOR_BATCH)."""
     rows = []
     for t in tasks:
         o, q = original["tasks"][t.task], quantized["tasks"][t.task]
+        f = floor["tasks"][t.task] if floor else {}
         recovery = q["value"] / o["value"] if o["value"] else None
         rows.append(
             {
@@ -204,6 +232,12 @@ def compare(tasks: list[TaskSpec], original: dict, quantized: dict) -> list[dict
                 "recovery_threshold": t.recovery_threshold,
                 "original_dtype": original.get("dtype"),
                 "quantized_dtype": quantized.get("dtype"),
+                "paired": _paired(o.get("items"), q.get("items"), t.confidence),
+                "floor": _paired(o.get("items"), f.get("items"), t.confidence),
             }
         )
     return rows
+
+
+def _paired(a: dict | None, b: dict | None, confidence: float) -> dict | None:
+    return paired_tasks.compare(a, b, confidence) if a and b else None

@@ -6,27 +6,9 @@ from pathlib import Path
 
 from pipeline.core.errors import UserError, first_line
 
-# config.json fields that decide the network's shape (a quantization tool leaves them alone)
-SHAPE = (
-    "model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "head_dim", "intermediate_size", "moe_intermediate_size",
-    "num_local_experts", "num_experts", "num_experts_per_tok", "vocab_size",
-    "tie_word_embeddings", "rope_parameters", "sliding_window",
-)  # fmt: skip
 
-
-def check_architecture(base_name: str, base: dict, shown: str, artifact: dict) -> None:
-    base, artifact = _text_config(base), _text_config(artifact)
-    differ = [
-        f"{k} {artifact.get(k)!r} vs {base.get(k)!r}"
-        for k in SHAPE
-        if (k in base or k in artifact) and base.get(k) != artifact.get(k)
-    ]
-    if base.get("architectures") and artifact.get("architectures"):
-        if base["architectures"] != artifact["architectures"]:
-            differ.insert(
-                0, f"architectures {artifact['architectures']} vs {base['architectures']}"
-            )
+def check_architecture(base_name: str, shown: str, differ: list[str]) -> None:
+    """differ: models/checkpoint.shape_differences of the base's and the artifact's configs."""
     if differ:
         raise UserError(
             f"{shown} is not a quantization of {base_name}: {'; '.join(differ[:4])} "
@@ -62,18 +44,3 @@ def check_tokenizer(
                 f"{shown} is not a quantization of {base_name}: {special} "
                 f"{getattr(theirs, special)} vs {getattr(ours, special)} (artifact vs base)"
             )
-
-
-def _text_config(config: dict) -> dict:
-    """The language model's fields (a multimodal config keeps them in text_config) as this
-    transformers reads them: configs saved by other versions name some fields differently
-    (rope_theta became rope_parameters in transformers 5)."""
-    from transformers import AutoConfig
-
-    text = config.get("text_config")
-    config = {**config, **text} if isinstance(text, dict) else config
-    try:
-        fields = {k: v for k, v in config.items() if k != "model_type"}
-        return AutoConfig.for_model(config["model_type"], **fields).to_dict()
-    except Exception:  # an architecture this transformers does not know: compare as written
-        return config

@@ -27,7 +27,8 @@ from pipeline.core import environment, progress, quiet
 from pipeline.core.errors import UserError
 from pipeline.core.rundir import RunDir
 from pipeline.external import formats, match, source
-from pipeline.models import aliases
+from pipeline.models import aliases, checkpoint
+from pipeline.planning import geometry
 from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize import verify
 from pipeline.quantize.stage import QuantizeStage
@@ -37,6 +38,10 @@ ORIGINAL = f"{FOLDER}/original"
 CONVERTED = f"{FOLDER}/compressed-tensors"
 LIBRARIES = ("compressed-tensors", "transformers", "torch")
 CONVERTERS = ("gptq", "awq")  # formats.ExternalFormat.hf values that make a converted copy
+HOST_FIT = (
+    "not checked: an import quantizes nothing (checked: its format, and its architecture and "
+    "tokenizer against the base's; eval / serve / run --dry-run check this host)"
+)
 
 
 @dataclass
@@ -54,18 +59,19 @@ class ImportStage(QuantizeStage):
     ) -> "ImportStage":
         """Everything decided from names, configs and tokenizers: no weights, no writes."""
         ref = aliases.resolve(model, revision)
-        config = aliases.load_config(ref)
+        config = aliases.load_config(ref)  # the base's, to compare the artifact's with
         ext = source.resolve(artifact)
         folder = source.config_folder(ext)
         fmt = formats.detect(folder, ext.given)
-        match.check_architecture(ref.name, config, ext.given, formats.model_config(folder))
+        differ = checkpoint.shape_differences(config, formats.model_config(folder))
+        match.check_architecture(ref.name, ext.given, differ)
         match.check_tokenizer(ref.name, _tokenizer_source(ref), ref.revision, ext.given, folder)
         base = recipe.load(settings or _same_scheme(fmt))
         rf = _recipe(ext, fmt, base)
         rundir = RunDir(ref.name, rf.name)
         rundir.check_writable()
         return cls(
-            ref, config, rf, rf.spec.calibration, rundir,
+            ref, geometry.of(config), rf, rf.spec.calibration, rundir,
             external=ext, format=fmt, settings_from=base.name,
         )  # fmt: skip
 
@@ -88,7 +94,7 @@ class ImportStage(QuantizeStage):
     def plan(self) -> dict:
         """What `quantize --import … --dry-run` prints: decided from configs alone."""
         scheme = self.recipe.scheme()
-        ideal = artifact_bytes(self.recipe, self.config)
+        ideal = artifact_bytes(self.recipe, self.geometry)
         return {
             "import": self.external.given,
             "run_dir": str(self.rundir.path),
@@ -97,6 +103,7 @@ class ImportStage(QuantizeStage):
             "scheme": scheme.name if scheme and scheme.name != "custom" else scheme.label,
             "ideal_bytes": ideal,
             "settings_from": self.settings_from,
+            "host_fit": HOST_FIT,  # said, not "fits": this host's memory was never asked
         }
 
     @staticmethod
@@ -110,6 +117,7 @@ class ImportStage(QuantizeStage):
                 f"hf eval   {f['hf_path']}",
                 f"size      {p['ideal_bytes'] / 2**20:.2f} MiB ideal with its scales",
                 f"settings  eval and serve from recipe {p['settings_from']}",
+                f"this host {p['host_fit']}",
             ]
         )
 
@@ -162,7 +170,7 @@ class ImportStage(QuantizeStage):
             metrics["tensor_bytes"] = served
             metrics["ratio_to_bf16"] = round(served / metrics["bf16_bytes"], 4)
             metrics["ratio_to_theoretical"] = round(served / metrics["theoretical_bytes"], 4)
-            ideal = artifact_bytes(self.recipe, self.config)
+            ideal = artifact_bytes(self.recipe, self.geometry)
             metrics["ideal_bytes"] = ideal
             metrics["ratio_to_ideal"] = round(served / ideal, 4)
             if fmt.hf:

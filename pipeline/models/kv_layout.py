@@ -15,6 +15,7 @@ Under tensor parallelism vLLM splits KV heads across ranks and replicates them w
 more ranks than KV heads; MLA's single latent is replicated on every rank.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipeline.models import architecture
@@ -97,12 +98,27 @@ def groups(config: dict) -> list[LayerGroup]:
 
 
 def bytes_per_token(config: dict, element_bytes: int, tp: int = 1) -> int:
+    return token_bytes(groups(config), element_bytes, tp)
+
+
+def token_bytes(found: Iterable[LayerGroup], element_bytes: int, tp: int = 1) -> int:
     """KV bytes one token adds on one GPU across every modelled layer."""
-    return sum(g.layers * g.elements_per_rank(tp) * element_bytes for g in groups(config))
+    return sum(g.layers * g.elements_per_rank(tp) * element_bytes for g in found)
 
 
 def bytes_per_sequence(
     config: dict,
+    element_bytes: int,
+    context: int,
+    scheduled: int,
+    tp: int = 1,
+    block: int = BLOCK_TOKENS,
+) -> int:
+    return sequence_bytes(groups(config), element_bytes, context, scheduled, tp, block)
+
+
+def sequence_bytes(
+    found: Iterable[LayerGroup],
     element_bytes: int,
     context: int,
     scheduled: int,
@@ -115,7 +131,7 @@ def bytes_per_sequence(
         * g.elements_per_rank(tp)
         * element_bytes
         * g.tokens_kept(context, scheduled, block)
-        for g in groups(config)
+        for g in found
     )
 
 

@@ -167,6 +167,7 @@ def collect(outcome: Outcome | None) -> list:
     """Metrics of the results the cell's run used: quality (with standard errors), memory,
     throughput."""
     from pipeline.eval.results import load as eval_results
+    from pipeline.nightly.regress import floor_metrics
     from pipeline.nightly.store import Metric
     from pipeline.serve.results import load as serve_results
 
@@ -193,6 +194,7 @@ def collect(outcome: Outcome | None) -> list:
             if t.recovery is not None:
                 se = recovery_se(t.original, t.quantized, t.original_stderr, t.quantized_stderr)
                 found.append(Metric(f"{t.task}.recovery", t.recovery, se, "higher", "quality"))
+        found += floor_metrics(results, Metric)  # noise floors, paired task changes
     sv = by.get("serve")
     if sv and sv.status in ("done", "cached"):
         found += _serving(serve_results(Path(sv.paths["results"])), Metric)

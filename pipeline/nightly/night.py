@@ -42,6 +42,18 @@ def open_store(db: str | None, m: matrix.Matrix | None) -> Store:
     return Store(url, source=source)
 
 
+def pin_baseline(matrix_path: str | None, db: str | None, run_id: str) -> tuple[str, str]:
+    """Pin a run (or "latest") as the baseline later nights compare with; the run id pinned and
+    the store's URL, its password masked."""
+    m, _ = matrix.load(matrix_path)
+    store = open_store(db, m)
+    if run_id == "latest":
+        runs = store.run_ids()
+        run_id = runs[-1]["id"] if runs else "latest"
+    store.pin(run_id)
+    return run_id, secrets.url(store.url)
+
+
 def nightly(
     matrix_path: str | None, executor: str, db: str | None, new: bool
 ) -> tuple[str, str | None]:

@@ -90,14 +90,14 @@ def sides(cell: Cell, gpu: str, per_node: int) -> tuple[int, int]:
     from pipeline.planning.gpus import named
     from pipeline.planning.weights import artifact_bytes
 
-    config = aliases.load_config(aliases.resolve(cell.model))
-    original = geometry.of(config).original_bytes
+    g = geometry.of_model(aliases.resolve(cell.model))
+    original = g.original_bytes
     rf = recipes.load(cell.recipe_arg) if cell.recipe_arg and cell.artifact is None else None
-    artifact = artifact_bytes(rf, config) if rf and not rf.online else original
+    artifact = artifact_bytes(rf, g) if rf and not rf.online else original
     node = named(gpu, per_node=per_node, nodes=1)
     found = []
     for weights, kv in ((original, "auto"), (artifact, cell.kv_cache_dtype)):
         load = deployment.Load(weights, kv, cell.users, cell.context)
-        planned = deployment.fewest(config, load, node)
+        planned = deployment.fewest(g, load, node)
         found.append(planned.tensor_parallel_size if planned else per_node + 1)
     return found[0], found[1]

@@ -11,10 +11,17 @@ throughput  the quantized / original ratio of output tokens/s (and TTFT) worse b
             whose own repeats disagree that much has not measured a change
 memory      the checkpoint grew by more than `memory_band`, relative
 Absolute tokens/s are stored and plotted but not gated: they follow the host.
+
+A quality metric with a noise floor (a `<name>.floor` metric of the run, kind "floor": what the
+eval shows when nothing is quantized, pipeline/eval/floor.py) is flagged only when it is also
+worse by more than that floor: a change the measurement makes by itself is no regression. A
+task's paired change (`<task>.change`, its SE from the paired bootstrap CI) has a floor of the
+original's own flips at another batch size, as a share of the items.
 """
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from pipeline.nightly.matrix import Thresholds
 from pipeline.nightly.store import Metric
@@ -45,6 +52,9 @@ def compare(now: dict[str, Metric], before: dict[str, Metric], t: Thresholds) ->
             continue
         if m.kind == "quality":
             se = math.hypot(m.se or 0.0, b.se or 0.0)
+            floor = now.get(f"{name}.floor")
+            if floor is not None and worse_by <= floor.value:
+                continue  # within what the measurement drifts by itself
             if se > 0 and worse_by > t.quality_sigma * se:
                 found.append(
                     Finding(name, b.value, m.value, f"> {t.quality_sigma:g} SE ({se:.2g})")
@@ -61,4 +71,31 @@ def compare(now: dict[str, Metric], before: dict[str, Metric], t: Thresholds) ->
         elif m.kind == "memory" and name == "checkpoint_bytes":
             if b.value and worse_by / b.value > t.memory_band:
                 found.append(Finding(name, b.value, m.value, f"> {t.memory_band:.0%} growth"))
+    return found
+
+
+def floor_metrics(results, metric) -> list:
+    """An eval's noise floors and paired task changes as nightly metrics (`metric`: the store's
+    Metric): each floor in the units of the changes it bounds."""
+    found = []
+    f = results.heldout.floor
+    if f is not None:
+        found += [
+            metric("kl_mean.floor", f.kl_mean, f.kl_mean_se, "lower", "floor"),
+            metric("same_top_pct.floor", 100 - f.same_top_pct, None, "lower", "floor"),
+            metric("ppl_ratio.floor", abs(f.ppl_ratio - 1), None, "lower", "floor"),
+        ]
+    for row in results.tasks:
+        p = row.paired
+        if p is None:
+            continue
+        z = NormalDist().inv_cdf((1 + p.confidence) / 2)
+        se = (p.change_high - p.change_low) / (2 * z)
+        found.append(metric(f"{row.task}.change", p.change, se, "higher", "quality"))
+        if p.flips is not None:
+            found.append(metric(f"{row.task}.flips", p.flips, None, "lower", "paired"))
+        if row.floor is not None:
+            fl = row.floor
+            moved = fl.flips / fl.items if fl.flips is not None else abs(fl.change)
+            found.append(metric(f"{row.task}.change.floor", moved, None, "lower", "floor"))
     return found

@@ -7,6 +7,9 @@ from the results store:
                     mean KL, the originals at KL 0: what each recipe saves for what it loses
     throughput.png  output tokens/s vs concurrency per served artifact, its original dashed
     history.png     each gated metric over runs, one line per cell
+
+and, per cell, its drift against the eval's own noise floor and each task's paired change
+(flips, against the original's own flips at another batch size).
 """
 
 import datetime as dt
@@ -18,6 +21,7 @@ from pathlib import Path
 from pipeline.core import secrets
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir
+from pipeline.eval.floor import times
 from pipeline.nightly import matrix, night
 
 MIB = 2**20
@@ -62,7 +66,7 @@ def write(db: str | None, out_root: Path, matrix_path: str | None = None) -> Pat
         _cost(cells, tmp / "cost.png")
         _throughput(cells, tmp / "throughput.png")
         _history(history, runs, tmp / "history.png")
-        table = night.render(rows)
+        table = night.render(rows) + "\n\n" + floors(cells)
         (tmp / "summary.md").write_text(_markdown(latest, runs, table))
         (tmp / "index.html").write_text(_html(latest, runs, table))
     return out_root / day
@@ -77,6 +81,28 @@ def _latest_cells(store, runs: list[dict]) -> list[dict]:
             metrics = store.metrics_of(run["id"], c["model"], c["cell"])
             latest[(c["model"], c["cell"])] = {**c, "metrics": metrics}
     return [latest[key] for key in sorted(latest)]
+
+
+def floors(cells: list[dict]) -> str:
+    """Per cell: mean KL against its noise floor, each task's paired change and flips."""
+    lines = ["noise floors and paired tasks (each cell as last run)"]
+    for c in cells:
+        m = c["metrics"]
+        parts = []
+        if "kl_mean" in m and "kl_mean.floor" in m:
+            kl, fl = m["kl_mean"].value, m["kl_mean.floor"].value
+            parts.append(f"mean KL {kl:.2e}: {times(kl, fl)}")
+        for name, metric in sorted(m.items()):
+            if name.endswith(".change") and metric.kind == "quality":
+                task = name.removesuffix(".change")
+                flips, floor = m.get(f"{task}.flips"), m.get(f"{task}.change.floor")
+                text = f"{task} {100 * metric.value:+.1f} points (SE {100 * (metric.se or 0):.1f})"
+                text += f", {flips.value:g} flips" if flips else ""
+                text += f", floor {100 * floor.value:.1f}% of items" if floor else ""
+                parts.append(text)
+        if parts:
+            lines.append(f"  {c['model']} {c['cell']}: " + "; ".join(parts))
+    return "\n".join(lines) if len(lines) > 1 else lines[0] + ": none recorded"
 
 
 def _pareto(rows: list[dict], path: Path) -> None:

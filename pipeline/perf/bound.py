@@ -1,5 +1,6 @@
 """The roofline bound: the least time one engine step can take on given hardware, from the
-architecture (config.json alone), the recipe's weight and KV bytes, and the hardware's peaks.
+model's Geometry (read off config.json), the recipe's weight and KV bytes, and the
+hardware's peaks.
 
 One step per GPU of a tensor-parallel group of `tp`:
 
@@ -22,8 +23,9 @@ compute in 16 bits. A bound is what no engine beats: measured ÷ bound says how 
 from dataclasses import asdict, dataclass
 
 from pipeline.models import architecture, kv_layout
-from pipeline.planning import geometry, kv_cache
+from pipeline.planning import kv_cache
 from pipeline.planning import weights as recipe_weights
+from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import Hardware
 
 ACTIVATION_BYTES = 2  # hidden states cross the link in 16 bits
@@ -45,24 +47,23 @@ class Footprint:
     compute: str
 
 
-def footprint(config: dict, recipe=None) -> Footprint:
+def footprint(g: Geometry, recipe=None) -> Footprint:
     """`recipe` None: the original, 16-bit."""
     quantized = {}
-    for lin, scheme in recipe_weights.assigned(recipe, config) if recipe else []:
+    for lin, scheme in recipe_weights.assigned(recipe, g) if recipe else []:
         params, size = quantized.get(_is_expert(lin), (0, 0.0))
         quantized[_is_expert(lin)] = (
             params + lin.params,
             size + recipe_weights.linear_bytes(lin, scheme),
         )
     params = {True: 0, False: 0}
-    for lin in architecture.linears(config):
+    for lin in g.checkpoint_linears:
         params[_is_expert(lin)] += lin.params
     stored = {}
     for expert in (True, False):
         q_params, q_bytes = quantized.get(expert, (0, 0.0))
         stored[expert] = (params[expert] - q_params) * 2 + q_bytes
-    g = geometry.of(config)
-    small = architecture.other_params(config) - g.vocab * g.hidden  # norms, biases (no embedding)
+    small = g.other_params - g.vocab * g.hidden  # norms, biases (no embedding)
     attention = 4 * g.heads * g.attention_dim * g.layers  # MLA attends in its latent
     return Footprint(
         dense_bytes=stored[False] + small * 2,
@@ -103,7 +104,7 @@ class Step:
 
 
 def decode(
-    config: dict,
+    g: Geometry,
     fp: Footprint,
     hw: Hardware,
     batch: int,
@@ -113,13 +114,13 @@ def decode(
     pp: int = 1,
 ) -> Step:
     """One decode step: `batch` sequences with `context` cached tokens each, one new token."""
-    kv = batch * _kv_sequence(config, kv_dtype, context, tp)
+    kv = batch * _kv_sequence(g, kv_dtype, context, tp)
     attention = batch * fp.attention_flops * context
     return _step(fp, hw, batch, kv, attention, tp, pp)
 
 
 def prefill(
-    config: dict,
+    g: Geometry,
     fp: Footprint,
     hw: Hardware,
     prompts: int,
@@ -130,7 +131,7 @@ def prefill(
 ) -> Step:
     """Prefilling `prompts` prompts of `length` tokens in one step (causal attention: half of
     the square), writing their KV."""
-    kv = prompts * _kv_sequence(config, kv_dtype, length, tp)
+    kv = prompts * _kv_sequence(g, kv_dtype, length, tp)
     attention = prompts * fp.attention_flops * length * length // 2
     return _step(fp, hw, prompts * length, kv, attention, tp, pp)
 
@@ -163,16 +164,16 @@ def touched(experts: int, active: int, tokens: int) -> float:
 
 
 def compute_bound_batch(
-    config: dict, fp: Footprint, hw: Hardware, context: int, kv_dtype: str, tp: int, most: int
+    g: Geometry, fp: Footprint, hw: Hardware, context: int, kv_dtype: str, tp: int, most: int
 ) -> int | None:
     """The smallest decode batch (≤ most) whose step is compute-bound (None: none is)."""
     for batch in _doubling(most):
-        if decode(config, fp, hw, batch, context, kv_dtype, tp).bound_by == "compute":
+        if decode(g, fp, hw, batch, context, kv_dtype, tp).bound_by == "compute":
             low = batch // 2 + 1
             return next(
                 b
                 for b in range(low, batch + 1)
-                if decode(config, fp, hw, b, context, kv_dtype, tp).bound_by == "compute"
+                if decode(g, fp, hw, b, context, kv_dtype, tp).bound_by == "compute"
             )
     return None
 
@@ -185,10 +186,10 @@ def _doubling(most: int):
     yield most
 
 
-def _kv_sequence(config: dict, kv_dtype: str, tokens: int, tp: int) -> int:
+def _kv_sequence(g: Geometry, kv_dtype: str, tokens: int, tp: int) -> int:
     """Bytes of the KV a sequence reads: its tokens, not the blocks they are stored in."""
     size = kv_cache.element_bytes(kv_dtype)
-    return kv_layout.bytes_per_sequence(config, size, tokens, tokens, tp, block=1)
+    return kv_layout.sequence_bytes(g.kv_groups, size, tokens, tokens, tp, block=1)
 
 
 def _is_expert(lin: architecture.Linear) -> bool:

@@ -16,6 +16,7 @@ from pipeline.core import environment
 from pipeline.core.files import sha256_text, write_json_atomic
 from pipeline.core.paths import cache_root
 from pipeline.perf import bound
+from pipeline.planning.geometry import Geometry
 
 EVAL_BATCH = 4  # windows per forward (pipeline/eval/backends: hf batch_size, vllm BATCH_WINDOWS)
 # The hf backend's float32 forward on a CPU reaches about half the rate the host probe times on
@@ -50,7 +51,7 @@ def observed(stage: str) -> dict | None:
 
 
 def eval_work(
-    config: dict, recipe, tokens: int, context: int, hw, sides: int = 2, backend: str = "hf"
+    g: Geometry, recipe, tokens: int, context: int, hw, sides: int = 2, backend: str = "hf"
 ) -> float:
     """The seconds of scoring `tokens` tokens a side in `context`-token windows: the artifact,
     and (sides=2) the original, whose log-probs become the reference; their roofline, except
@@ -62,8 +63,8 @@ def eval_work(
     windows = max(1, tokens // context)
     seconds = 0.0
     for side in (recipe, None)[:sides]:
-        fp = bound.footprint(config, side)
-        step = bound.prefill(config, fp, hw, min(EVAL_BATCH, windows), context, "auto", 1)
+        fp = bound.footprint(g, side)
+        step = bound.prefill(g, fp, hw, min(EVAL_BATCH, windows), context, "auto", 1)
         seconds += math.ceil(windows / EVAL_BATCH) * step.seconds
     return seconds
 
@@ -73,7 +74,7 @@ def hf_on_cpu(backend: str, hw) -> bool:
     return backend == "hf" and bool(hw.peak_flops.get("fp32"))
 
 
-def serve_work(config: dict, recipe, settings, hw, gpus: int = 1) -> dict:
+def serve_work(g: Geometry, recipe, settings, hw, gpus: int = 1) -> dict:
     """Per concurrency level: the bound of one decode step per side, and of the whole
     benchmark (every repeat of both sides: prefills and output_len steps per round)."""
     context = settings.input_len + settings.output_len // 2
@@ -84,9 +85,9 @@ def serve_work(config: dict, recipe, settings, hw, gpus: int = 1) -> dict:
         rounds = math.ceil(settings.num_prompts / batch)
         steps, total = {}, 0.0
         for side, (r, kv) in sides.items():
-            fp = bound.footprint(config, r)
-            step = bound.decode(config, fp, hw, batch, context, kv, gpus).seconds
-            prefill = bound.prefill(config, fp, hw, batch, settings.input_len, kv, gpus).seconds
+            fp = bound.footprint(g, r)
+            step = bound.decode(g, fp, hw, batch, context, kv, gpus).seconds
+            prefill = bound.prefill(g, fp, hw, batch, settings.input_len, kv, gpus).seconds
             steps[side] = step
             total += settings.repeats * rounds * (prefill + settings.output_len * step)
         levels[c] = {"step_seconds": steps, "benchmark_seconds": total}

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 
 from pipeline.config.recipe import RecipeFile
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
-from pipeline.planning import kv_cache, layout, linears, parallel
+from pipeline.planning import kv_cache, layout, parallel
+from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import Inventory
 
 GIB = 2**30
@@ -89,16 +90,16 @@ class Split:
     reason: str | None = None  # why the plain split is refused (None: it loads as is)
 
 
-def split(config: dict, recipe: RecipeFile | None, tp: int) -> Split:
+def split(g: Geometry, recipe: RecipeFile | None, tp: int) -> Split:
     """Plain TP if vLLM loads it; else expert parallel where the model has experts and that
     loads; else refused. No recipe (the original, unquantized): always plain."""
     if recipe is None:
         return Split(True)
-    reason = layout.recipe_refusal(config, recipe, tp)
+    reason = layout.recipe_refusal(g, recipe, tp)
     if reason is None:
         return Split(True)
-    if tp > 1 and linears.of(config).has_experts:
-        if layout.recipe_refusal(config, recipe, tp, expert_parallel=True) is None:
+    if tp > 1 and g.linears.has_experts:
+        if layout.recipe_refusal(g, recipe, tp, expert_parallel=True) is None:
             return Split(True, True, reason)
     return Split(False, reason=reason)
 
@@ -111,7 +112,7 @@ def passed_over(tp: int, reason: str) -> str:
 
 
 def fewest(
-    config: dict,
+    g: Geometry,
     load: Load,
     gpus: Inventory,
     budget: Budget = Budget(),
@@ -121,8 +122,8 @@ def fewest(
     `recipe`'s artifact: one whose split it loads, with expert parallel if it must); past a
     node, the node's largest such TP × one stage per node (PP does not change the TP split).
     None: not even on all of `gpus`. `refused` says why smaller layouts were passed over."""
-    sizes = parallel.tensor_parallel_sizes(config, gpus.per_node)
-    splits = {tp: split(config, recipe, tp) for tp in sizes}
+    sizes = parallel.tensor_parallel_sizes(g, gpus.per_node)
+    splits = {tp: split(g, recipe, tp) for tp in sizes}
     loading = [tp for tp in sizes if splits[tp].loads]
     refused: list[str] = []  # TPs vLLM would refuse however it split the experts
     for pp in range(1, gpus.nodes + 1):
@@ -131,7 +132,7 @@ def fewest(
             if not s.loads:
                 refused += [passed_over(tp, s.reason)] if pp == 1 and s.reason else []
                 continue
-            found = at(config, load, gpus, tp, pp, budget, s.expert_parallel)
+            found = at(g, load, gpus, tp, pp, budget, s.expert_parallel)
             if found.max_users >= load.users:
                 own = [passed_over(tp, s.reason)] if s.reason else []
                 return replace(found, refused=tuple(refused + own))
@@ -139,7 +140,7 @@ def fewest(
 
 
 def at(
-    config: dict,
+    g: Geometry,
     load: Load,
     gpus: Inventory,
     tp: int,
@@ -154,7 +155,7 @@ def at(
     modelled: weights / (TP × PP) is kept."""
     room = gpus.memory_bytes * budget.utilization - budget.overhead_bytes - load.weights / (tp * pp)
     scheduled = budget.scheduled_on(gpus)
-    sequence = kv_cache.bytes_per_sequence(config, load.kv_dtype, load.context, scheduled, tp)
+    sequence = kv_cache.bytes_per_sequence(g, load.kv_dtype, load.context, scheduled, tp)
     users = int(room // (sequence / pp)) if room > 0 else 0
     where = f"one node of {gpus.per_node}" if pp == 1 else f"{pp} nodes of {gpus.per_node}"
     why = (
@@ -168,25 +169,25 @@ def at(
     return Deployment(tp, pp, users, int(max(room, 0) * tp * pp), why, expert_parallel)
 
 
-def per_gpu_bytes(config: dict, load: Load, tp: int, scheduled: int, overhead: int) -> int:
+def per_gpu_bytes(g: Geometry, load: Load, tp: int, scheduled: int, overhead: int) -> int:
     """What one GPU of a TP-`tp` engine holds: its share of the weights, the load's KV cache
     on its rank, and the engine's overhead."""
-    sequence = kv_cache.bytes_per_sequence(config, load.kv_dtype, load.context, scheduled, tp)
+    sequence = kv_cache.bytes_per_sequence(g, load.kv_dtype, load.context, scheduled, tp)
     return int(overhead + load.weights / tp + load.users * sequence)
 
 
 LAYOUT_TPS = (1, 2, 4, 8)  # the TPs an artifact records whether it loads at (one node)
 
 
-def layouts(config: dict, recipe: RecipeFile, tps: tuple[int, ...] = LAYOUT_TPS) -> list[dict]:
+def layouts(g: Geometry, recipe: RecipeFile, tps: tuple[int, ...] = LAYOUT_TPS) -> list[dict]:
     """Where vLLM 0.32 loads the recipe's artifact: per TP, {"tp", "expert_parallel", "loads",
     "why"} — plain, and for a MoE model at TP > 1 with expert parallel too. `why` says why a
     layout is refused (the heads' rule first, then the blocks' and groups')."""
-    moe = linears.of(config).has_experts
+    moe = g.linears.has_experts
     found = []
     for tp in tps:
         for ep in (False, True) if moe and tp > 1 else (False,):
-            why = parallel.tp_refusal(tp, config) or layout.recipe_refusal(config, recipe, tp, ep)
+            why = parallel.tp_refusal(tp, g) or layout.recipe_refusal(g, recipe, tp, ep)
             if why and not ep:  # the EP row below says it; this row's own reason is enough
                 why = why.removesuffix(f"; expert parallel ({layout.EP_FLAG}) loads")
             found.append({"tp": tp, "expert_parallel": ep, "loads": why is None, "why": why})

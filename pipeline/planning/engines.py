@@ -17,6 +17,7 @@ from pipeline.core.devices import Gpu
 from pipeline.core.errors import NotOnThisHost
 from pipeline.planning import deployment, placement
 from pipeline.planning.deployment import Budget, Load
+from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import GPUS_PER_NODE, MAX_NODES, Inventory, this_node
 
 GIB = 2**30
@@ -45,7 +46,7 @@ class Engine:
 
 
 def engine(
-    config: dict,
+    g: Geometry,
     weights: int,
     gpus: list[str],
     users: int,
@@ -62,10 +63,10 @@ def engine(
     if node is None:
         return Engine(1, utilization, users, True, "CPU host: one engine, eager")
     load, budget = Load(weights, kv_dtype, users, context), Budget(utilization)
-    found = deployment.fewest(config, load, node, budget, recipe)  # this host: one node
+    found = deployment.fewest(g, load, node, budget, recipe)  # this host: one node
     if found is None:
         everywhere = Inventory(node.hardware, GPUS_PER_NODE)
-        wide = deployment.fewest(config, load, everywhere, budget, recipe)
+        wide = deployment.fewest(g, load, everywhere, budget, recipe)
         need = f"{wide.gpus}" if wide else f"more than {GPUS_PER_NODE * MAX_NODES}"
         raise NotOnThisHost(
             f"{label}: {weights / GIB:.1f} GiB of weights and {users} × {context:,} tokens of "
@@ -92,7 +93,7 @@ class ServeSide:
 
 
 def serve_placement(
-    config: dict,
+    g: Geometry,
     sides: list[ServeSide],
     gpus: list[Gpu],
     users: int,
@@ -110,7 +111,7 @@ def serve_placement(
         tp = (
             tensor_parallel_size
             or engine(
-                config,
+                g,
                 side.weights,
                 lines,
                 users,
@@ -121,17 +122,17 @@ def serve_placement(
                 side.recipe,
             ).tensor_parallel_size  # fmt: skip
         )
-        per_gpu = _per_gpu(config, side, gpus, users, context)
+        per_gpu = _per_gpu(g, side, gpus, users, context)
         needs.append(placement.Need(side.key, side.label, tp, per_gpu, pipeline_parallel_size))
     return placement.place(needs, gpus, utilization, together)
 
 
-def _per_gpu(config: dict, side: ServeSide, gpus: list[Gpu], users: int, context: int):
+def _per_gpu(g: Geometry, side: ServeSide, gpus: list[Gpu], users: int, context: int):
     node = this_node([g.line() for g in gpus])
     scheduled = node.scheduled_tokens if node else 0
     load, overhead = Load(side.weights, side.kv_dtype, users, context), Budget().overhead_bytes
 
     def at(tp: int) -> int:
-        return deployment.per_gpu_bytes(config, load, tp, scheduled, overhead)
+        return deployment.per_gpu_bytes(g, load, tp, scheduled, overhead)
 
     return at

@@ -5,6 +5,7 @@ a sliding window keeps beyond its window (vLLM's default max_num_batched_tokens 
 
 from pipeline.core.errors import UserError
 from pipeline.models import kv_layout
+from pipeline.planning.geometry import Geometry
 
 GIB = 2**30
 KV_BYTES = {"auto": 2, "bf16": 2, "fp16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
@@ -27,36 +28,34 @@ def element_bytes(kv_dtype: str) -> int:
     return KV_BYTES[kv_dtype]
 
 
-def bytes_per_token(config: dict, kv_dtype: str) -> int:
-    return kv_layout.bytes_per_token(config, element_bytes(kv_dtype))
+def bytes_per_token(g: Geometry, kv_dtype: str) -> int:
+    return kv_layout.token_bytes(g.kv_groups, element_bytes(kv_dtype))
 
 
-def bytes_per_sequence(
-    config: dict, kv_dtype: str, tokens: int, scheduled: int, tp: int = 1
-) -> int:
+def bytes_per_sequence(g: Geometry, kv_dtype: str, tokens: int, scheduled: int, tp: int = 1) -> int:
     """One sequence of `tokens` on one rank of a TP-`tp` engine."""
-    return kv_layout.bytes_per_sequence(config, element_bytes(kv_dtype), tokens, scheduled, tp)
+    return kv_layout.sequence_bytes(g.kv_groups, element_bytes(kv_dtype), tokens, scheduled, tp)
 
 
 def kv_tokens(
-    pool_bytes: int, config: dict, kv_dtype: str, max_model_len: int, block: int, scheduled: int
+    pool_bytes: int, g: Geometry, kv_dtype: str, max_model_len: int, block: int, scheduled: int
 ) -> int:
     """What vLLM 0.32 logs as its "KV cache size: N tokens": how many max_model_len requests
     the pool admits (its blocks over the blocks one request may hold), × max_model_len. The
     pool's tokens for full attention; more where a sliding window caps what a request holds."""
-    per_block = bytes_per_token(config, kv_dtype) * block
+    per_block = bytes_per_token(g, kv_dtype) * block
     size = element_bytes(kv_dtype)
     blocks_per_request = (
-        kv_layout.bytes_per_sequence(config, size, max_model_len, scheduled, block=block)
+        kv_layout.sequence_bytes(g.kv_groups, size, max_model_len, scheduled, block=block)
         / per_block
     )
     return int(pool_bytes // per_block / blocks_per_request * max_model_len)
 
 
 def max_requests(
-    pool_bytes: int, config: dict, kv_dtype: str, tokens: int, block: int, scheduled: int
+    pool_bytes: int, g: Geometry, kv_dtype: str, tokens: int, block: int, scheduled: int
 ) -> int:
     """Requests of `tokens` tokens each the pool holds at once: the memory-bound concurrency."""
     size = element_bytes(kv_dtype)
-    per_request = kv_layout.bytes_per_sequence(config, size, tokens, scheduled, block=block)
+    per_request = kv_layout.sequence_bytes(g.kv_groups, size, tokens, scheduled, block=block)
     return int(pool_bytes // per_request)

@@ -31,7 +31,7 @@ expert_map: E // TP each, the first E % TP ranks one more; any count loads); att
 and shared-expert MLPs stay tensor-parallel.
 
     layout.refusal(geometry.of(config), recipe.load("fp8-block").scheme(), tp=8)
-    layout.recipe_refusal(config, recipe.load("gptq"), tp=8, expert_parallel=True)
+    layout.recipe_refusal(geometry.of(config), recipe.load("gptq"), tp=8, expert_parallel=True)
 """
 
 from collections.abc import Callable
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from pipeline.config.recipe import RecipeFile
 from pipeline.config.schemes import Scheme
-from pipeline.planning import geometry, weights
+from pipeline.planning import weights
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.linears import Linear, Linears, Shard, Style
 
@@ -88,12 +88,12 @@ def refusal(
 
 
 def recipe_refusal(
-    config: dict, recipe: RecipeFile, tp: int, expert_parallel: bool = False
+    g: Geometry, recipe: RecipeFile, tp: int, expert_parallel: bool = False
 ) -> str | None:
     """`refusal` for a recipe: each of its schemes on the Linears it targets, less its ignore
     list (a mixed-precision recipe's config groups target Linears by name)."""
-    pairs = _recipe_pairs(recipe, int(config["num_hidden_layers"]))
-    return _reason(geometry.of(config).linears, pairs, tp, expert_parallel, recipe.name)
+    pairs = _recipe_pairs(recipe, g.layers)
+    return _reason(g.linears, pairs, tp, expert_parallel, recipe.name)
 
 
 def linear_straddle(

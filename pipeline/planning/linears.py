@@ -1,4 +1,4 @@
-"""A model's Linears as vLLM 0.32 builds and splits them, read once from config.json (no torch).
+"""A model's Linears as vLLM 0.32 builds and splits them (no torch).
 
 vLLM fuses some checkpoint Linears into one layer and splits each layer across tensor-parallel
 ranks in one of a few styles (model_executor/layers/linear.py, layers/fused_moe/):
@@ -16,20 +16,17 @@ ranks in one of a few styles (model_executor/layers/linear.py, layers/fused_moe/
                     spread over the ranks instead (fused_moe/config.py: FusedMoEParallelConfig)
   vocab parallel    ParallelLMHead: vocabulary rows split
 
-    lin = linears.of(config)            # or geometry.of(config).linears
+    lin = geometry.of(config).linears   # read off the config in planning/geometry.py
     for kind in lin.kinds:              # "dense" and/or "moe" decoder layers
         for one in kind.linears: one.name, one.style, one.shard(tp=8)
 
-The arithmetic of widths comes from models/architecture.py (head_dim, experts, moe_layers);
-this module adds how vLLM fuses and splits them.
+planning/geometry.py reads them off the config (the arithmetic of widths: models/architecture.py);
+this module says how vLLM splits each.
 """
 
 import enum
 import functools
-import json
 from dataclasses import dataclass
-
-from pipeline.models import architecture
 
 
 class Style(enum.StrEnum):
@@ -155,101 +152,3 @@ class Linears:
     @functools.cached_property
     def has_experts(self) -> bool:
         return any(one.style is Style.EXPERTS for one in self.distinct)
-
-
-def of(config: dict) -> Linears:
-    """The Linears of `config` (computed once per distinct config)."""
-    return _of(json.dumps(config, sort_keys=True))
-
-
-@functools.lru_cache(maxsize=64)
-def _of(text: str) -> Linears:
-    config = json.loads(text)
-    layers, moe = int(config["num_hidden_layers"]), architecture.moe_layers(config)
-    attention = _attention(config)
-    kinds = []
-    if layers - moe:
-        width = int(config.get("intermediate_size") or 4 * int(config["hidden_size"]))
-        kinds.append(LayerKind("dense", layers - moe, attention + _mlp(config, "mlp", width)))
-    if moe:
-        kinds.append(LayerKind("moe", moe, attention + _moe(config)))
-    hidden, vocab = int(config["hidden_size"]), int(config["vocab_size"])
-    head = Linear("lm_head", Style.VOCAB, hidden, (vocab,), ("lm_head",))
-    return Linears(tuple(kinds), head)
-
-
-def _attention(config: dict) -> tuple[Linear, ...]:
-    if config.get("kv_lora_rank"):
-        return _latent_attention(config)
-    hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    kv, hd = int(config.get("num_key_value_heads") or heads), architecture.head_dim(config)
-    qkv = Linear(
-        "self_attn.qkv_proj",
-        Style.QKV,
-        hidden,
-        (heads * hd, kv * hd, kv * hd),
-        ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
-        heads=heads,
-        kv_heads=kv,
-        head_size=hd,
-        v_head_size=hd,
-    )
-    o = Linear("self_attn.o_proj", Style.ROW, heads * hd, (hidden,), ("self_attn.o_proj",))
-    return (qkv, o)
-
-
-def _latent_attention(config: dict) -> tuple[Linear, ...]:
-    """DeepSeek's MLA as deepseek_v2.py DeepseekV2MLAAttention builds it."""
-    hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    rank, rope = int(config["kv_lora_rank"]), int(config["qk_rope_head_dim"])
-    nope, v = int(config["qk_nope_head_dim"]), int(config["v_head_dim"])
-    q_rank = config.get("q_lora_rank")
-    a, q = "self_attn.kv_a_proj_with_mqa", heads * (nope + rope)
-    if q_rank:  # q_a_proj and kv_a_proj_with_mqa fused, replicated (disable_tp=True)
-        fused = ("self_attn.q_a_proj", a)
-        query = (
-            Linear("self_attn.fused_qkv_a_proj", Style.MERGED_REPLICATED, hidden,
-                   (int(q_rank), rank + rope), fused),
-            Linear("self_attn.q_b_proj", Style.COLUMN, int(q_rank), (q,), ("self_attn.q_b_proj",)),
-        )  # fmt: skip
-    else:
-        query = (
-            Linear("self_attn.q_proj", Style.COLUMN, hidden, (q,), ("self_attn.q_proj",)),
-            Linear(a, Style.REPLICATED, hidden, (rank + rope,), (a,)),
-        )
-    b = "self_attn.kv_b_proj"
-    kv_b = Linear(b, Style.COLUMN, rank, (heads * (nope + v),), (b,))
-    o = Linear("self_attn.o_proj", Style.ROW, heads * v, (hidden,), ("self_attn.o_proj",))
-    return (*query, kv_b, o)
-
-
-def _mlp(config: dict, prefix: str, width: int) -> tuple[Linear, ...]:
-    hidden = int(config["hidden_size"])
-    gate_up = (f"{prefix}.gate_proj", f"{prefix}.up_proj")
-    return (
-        Linear(f"{prefix}.gate_up_proj", Style.MERGED_COLUMN, hidden, (width, width), gate_up),
-        Linear(f"{prefix}.down_proj", Style.ROW, width, (hidden,), (f"{prefix}.down_proj",)),
-    )
-
-
-def _moe(config: dict) -> tuple[Linear, ...]:
-    """Routed experts, their router and any shared expert, as mixtral.py, qwen2_moe.py,
-    qwen3_moe.py and deepseek_v2.py build them."""
-    hidden, n = int(config["hidden_size"]), architecture.experts(config)
-    prefix = "block_sparse_moe" if config.get("model_type") == "mixtral" else "mlp"
-    width = int(config.get("moe_intermediate_size") or config["intermediate_size"])
-    per_expert = tuple(f"{prefix}.experts.{p}" for p in ("gate_proj", "up_proj", "down_proj"))
-    found = [
-        # GateLinear: replicated; mixtral/qwen2_moe/deepseek_v2 build it without a quantization
-        # config, and llm-compressor adds Qwen3-MoE's to `ignore`
-        Linear(f"{prefix}.gate", Style.REPLICATED, hidden, (n,), (f"{prefix}.gate",), False),
-        Linear(f"{prefix}.experts", Style.EXPERTS, hidden, (width, width), per_expert, experts=n),
-    ]
-    shared = int(config.get("shared_expert_intermediate_size") or 0)
-    if shared:  # Qwen2-MoE: a TP-split MLP beside the experts, and its 1-wide gate (unquantized)
-        found += _mlp(config, "mlp.shared_expert", shared)
-        gate = "mlp.shared_expert_gate"
-        found.append(Linear(gate, Style.REPLICATED, hidden, (1,), (gate,), False))
-    if config.get("n_shared_experts"):  # DeepSeek: the shared experts fused into one TP MLP
-        found += _mlp(config, "mlp.shared_experts", int(config["n_shared_experts"]) * width)
-    return tuple(found)

@@ -7,12 +7,11 @@ attention (MLA) keeps one latent KV per rank (`get_num_kv_heads` returns 1): onl
 count.
 """
 
-from pipeline.planning import geometry
+from pipeline.planning.geometry import Geometry
 
 
-def tp_refusal(tp: int, config: dict) -> str | None:
+def tp_refusal(tp: int, g: Geometry) -> str | None:
     """Why vLLM refuses this TP for the model (None: it accepts it)."""
-    g = geometry.of(config)
     heads, kv = g.heads, g.kv_heads
     if heads % tp:
         return f"its {heads} attention heads do not divide by {tp}"
@@ -23,6 +22,6 @@ def tp_refusal(tp: int, config: dict) -> str | None:
     return None
 
 
-def tensor_parallel_sizes(config: dict, most: int) -> list[int]:
+def tensor_parallel_sizes(g: Geometry, most: int) -> list[int]:
     """Every TP from 1 to `most` that vLLM accepts for the model, smallest first."""
-    return [tp for tp in range(1, most + 1) if tp_refusal(tp, config) is None]
+    return [tp for tp in range(1, most + 1) if tp_refusal(tp, g) is None]

@@ -1,24 +1,30 @@
-"""The bytes a recipe's artifact holds, from the model config alone: which Linears it quantizes
+"""The bytes a recipe's artifact holds, from the model's geometry alone: which Linears it quantizes
 (llm-compressor's targets and ignore list), each at its scheme's bits plus its scales, zero
 points and global scales; everything else 16-bit. `make plan`, `make advise`, the chain plan,
 the quantize plan and the serve stage's prediction all count weights here.
 """
 
+from __future__ import annotations
+
 import re
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from pipeline.config.recipe import RecipeFile
 from pipeline.config.schemes import Scheme
 from pipeline.models import architecture
 
+if TYPE_CHECKING:  # geometry counts a shipped-FP8 original through this module
+    from pipeline.planning.geometry import Geometry
 
-def targeted(recipe: RecipeFile, config: dict) -> list[architecture.Linear]:
+
+def targeted(recipe: RecipeFile, g: Geometry) -> list[architecture.Linear]:
     """The Linears a recipe quantizes. MoE routers never are: llm-compressor leaves them (and
     transformers 5 does not make them Linears), and vLLM runs them in 16 bits."""
     ignored = recipe.ignored()
     return [
         lin
-        for lin in architecture.linears(config)
+        for lin in g.checkpoint_linears
         if not matches(lin.name, ignored) and not architecture.is_router(lin)
     ]
 
@@ -35,15 +41,15 @@ def matches(name: str, patterns: list[str], class_name: str | None = None) -> bo
     return False
 
 
-def assigned(recipe: RecipeFile, config: dict) -> list[tuple[architecture.Linear, Scheme]]:
+def assigned(recipe: RecipeFile, g: Geometry) -> list[tuple[architecture.Linear, Scheme]]:
     """Each quantized Linear with its scheme. A mixed-precision recipe (several config groups,
     targets by layer) has its Linears split per decoder layer, named as in the checkpoint."""
     found = recipe.schemes()
     if len(found) <= 1:
-        return [(lin, s) for s, _ in found for lin in targeted(recipe, config)]
+        return [(lin, s) for s, _ in found for lin in targeted(recipe, g)]
     pairs = []
-    ignored, layers = recipe.ignored(), int(config["num_hidden_layers"])
-    for lin in architecture.linears(config):
+    ignored, layers = recipe.ignored(), g.layers
+    for lin in g.checkpoint_linears:
         if architecture.is_router(lin) or lin.name == "lm_head":
             continue  # an LM head in a mixed recipe: not yet planned (none is generated)
         one = replace(lin, count=max(1, lin.count // layers))
@@ -54,12 +60,12 @@ def assigned(recipe: RecipeFile, config: dict) -> list[tuple[architecture.Linear
     return pairs
 
 
-def artifact_bytes(recipe: RecipeFile, config: dict, scales: bool = True) -> int:
+def artifact_bytes(recipe: RecipeFile, g: Geometry, scales: bool = True) -> int:
     """The artifact's tensor bytes: quantized weights at their bits (+ their scales, zero points
     and global scales), everything else 16-bit."""
-    pairs = assigned(recipe, config)
+    pairs = assigned(recipe, g)
     qparams = sum(lin.params for lin, _ in pairs)
-    total = architecture.total_params(config)
+    total = g.params
     quantized = sum(linear_bytes(lin, s, scales) for lin, s in pairs)
     return int(quantized + (total - qparams) * 2)
 
@@ -69,13 +75,13 @@ def linear_bytes(lin: architecture.Linear, scheme: Scheme, scales: bool = True) 
     return lin.params * scheme.weight_bits / 8 + (_scale_bytes(lin, scheme) if scales else 0)
 
 
-def bits_per_weight(recipe: RecipeFile, config: dict) -> float:
+def bits_per_weight(recipe: RecipeFile, g: Geometry) -> float:
     """Average bits per weight of the decoder's Linears, scales included (16-bit ones count 16;
     embeddings and the LM head are left out: every recipe keeps them 16-bit)."""
-    pairs = [(lin, s) for lin, s in assigned(recipe, config) if lin.name != "lm_head"]
+    pairs = [(lin, s) for lin, s in assigned(recipe, g) if lin.name != "lm_head"]
     params = sum(
         lin.params
-        for lin in architecture.linears(config)
+        for lin in g.checkpoint_linears
         if lin.name != "lm_head" and not architecture.is_router(lin)
     )
     qparams = sum(lin.params for lin, _ in pairs)

@@ -11,6 +11,7 @@ Any section whose stage did not run says so; nothing is filled in.
 from dataclasses import dataclass, field
 
 from pipeline.core.rundir import StageEntry
+from pipeline.eval import describe
 from pipeline.eval.results import EvalResults
 from pipeline.publish.results import UsedResult
 from pipeline.serve.results import Pair, ServeResults
@@ -220,6 +221,11 @@ def _quality(c: CardInputs) -> str:
         f"{c.used.eval_ended}). `heldout` is text the quantizer never saw; `calibration` is its "
         "calibration source. ± is one standard error.\n\n" + _table(header, rows)
     )
+    if (floor := describe.drift_floor(e.heldout)) is not None:
+        text += (
+            "\n\nNoise floor: the original scored a second time at another batch size and "
+            f"compared with itself the same way (nothing quantized). Heldout: {floor}."
+        )
     if e.tasks:
         task_rows = [
             (
@@ -235,11 +241,17 @@ def _quality(c: CardInputs) -> str:
         text += "\n\nlm-eval tasks (recovery = quantized / original):\n\n" + _table(
             ("task", "metric", "n", "original", "quantized", "recovery"), task_rows
         )
+        text += (
+            "\n\nThe same items, paired (right→wrong and wrong→right answers, McNemar's exact "
+            "p, a bootstrap CI of the change; the floor: the original's own flips at another "
+            "batch size):\n\n" + "\n".join(f"- {describe.task_line(t)}" for t in e.tasks)
+        )
     if e.gates.checks:
         listed = ", ".join(
-            f"{g.gate} {g.limit:g} ({'pass' if g.passed else 'FAIL'})" for g in e.gates.checks
+            f"{g.gate} {g.limit:g} ({describe.gate_mark(g)})" for g in e.gates.checks
         )
         text += f"\n\nGates: {listed}."
+        text += "".join(f"\n\n{g.gate}: {g.message}." for g in e.gates.checks if g.message)
     return text
 
 

@@ -233,7 +233,7 @@ def _deployment(q: QuantizeStage, rf) -> list[dict]:
 
     hw = gpus.SPECS[advise.REFERENCE_GPU]
     ask = advise.Ask(advise.REFERENCE_USERS, advise.REFERENCE_CONTEXT)
-    rows = advise.advise(None, q.config, [rf], hw, prices.gpu(hw.name), ask)
+    rows = advise.advise(None, q.geometry, [rf], hw, prices.gpu(hw.name), ask)
     return [{**r.describe(), "hardware": hw.name, "ask": ask.__dict__} for r in rows]
 
 

@@ -21,8 +21,7 @@ The model-free figure does not grow with the model: a 70B checkpoint in 5 GB sha
 a 8B one in 5 GB shards does.
 """
 
-from pipeline.models import architecture
-from pipeline.planning import geometry
+from pipeline.planning.geometry import Geometry
 
 GIB = 2**30
 # measured (2026-12-01, CPU host): a tiny model's whole quantize process peaks at 0.60 GiB; at
@@ -59,20 +58,15 @@ def peak_cpu_bytes(
     return {"total": sum(terms.values()), "terms": terms, "assumed": assumed}
 
 
-def calibration_bytes(config: dict, samples: int, seq: int, gptq: bool, on_gpu: bool) -> dict:
+def calibration_bytes(g: Geometry, samples: int, seq: int, gptq: bool, on_gpu: bool) -> dict:
     """The calibrating terms of `peak_cpu_bytes` (empty for a data-free recipe)."""
     if not samples:
         return {}
-    g = geometry.of(config)
     hidden = g.hidden
     width = 2 if on_gpu else 4
     found = {"cached layer inputs and outputs": 2 * samples * seq * hidden * width}
     if not on_gpu:
-        layer = [
-            (lin, architecture.per_layer(lin, config))
-            for lin in architecture.linears(config)
-            if lin.name != "lm_head"
-        ]
+        layer = [(lin, n) for lin, n in g.largest_layer if lin.name != "lm_head"]
         if gptq:
             found["GPTQ Hessians of one layer"] = sum(
                 lin.in_features**2 * 4 * n for lin, n in layer

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pipeline.config.recipe import RecipeFile
+from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import matches
 from pipeline.quantize import plan
 
@@ -49,7 +50,7 @@ def unsupported(recipe: RecipeFile) -> str | None:
     return None
 
 
-def unsupported_for(recipe: RecipeFile, config: dict) -> str | None:
+def unsupported_for(recipe: RecipeFile, g: Geometry) -> str | None:
     """Why `recipe` cannot take the model-free path on this model (None: it can)."""
     why = unsupported(recipe)
     if why:
@@ -58,7 +59,7 @@ def unsupported_for(recipe: RecipeFile, config: dict) -> str | None:
     # NVFP4's global scales are shared by fused partners that model_free_ptq finds by name
     # (q_proj with k_proj and v_proj): an MLA attention has q_proj but no k_proj / v_proj
     # ("Dependency weight … v_proj.weight not found in weight map"); oneshot fuses by module
-    if scheme and scheme.global_scales and "kv_lora_rank" in config:
+    if scheme and scheme.global_scales and g.latent_attention:
         return "NVFP4 fuses q/k/v global scales by tensor name and MLA attention has no k/v_proj"
     return None
 

@@ -22,6 +22,8 @@ import re
 import shutil
 from pathlib import Path
 
+from pipeline.models import checkpoint
+
 FOLDER = "hf-view"  # inside the run dir, beside the artifact
 _ONESHOT = re.compile(r"(\.experts\.\d+\.)(gate_proj|up_proj|down_proj)\.")
 _EXPERT = re.compile(r"\.experts\.\d+\.")
@@ -47,7 +49,7 @@ def reasons(artifact: Path) -> list[str]:
     found = []
     if config.get("model_type") == "mixtral" and any(_ONESHOT.search(n) for n in names):
         found.append(RENAMED)
-    if _block_fp8(config) and any(n.endswith(".weight_scale") for n in names):
+    if checkpoint.compressed_fp8_blocks(config) and any(n.endswith(".weight_scale") for n in names):
         found.append(BLOCKS)
     if any(n.endswith(".weight_global_scale") for n in names):
         found.append(GLOBAL)
@@ -73,7 +75,7 @@ def ensure(artifact: Path, out: Path) -> Path:
         return out
     config = json.loads((Path(artifact) / "config.json").read_text())
     rename = config.get("model_type") == "mixtral"
-    blocks = _block_fp8(config)
+    blocks = checkpoint.compressed_fp8_blocks(config)
     with staging_dir(out) as tmp:
         for path in sorted(Path(artifact).iterdir()):
             if path.suffix != ".safetensors":
@@ -102,16 +104,6 @@ def _names(path: Path) -> list[str]:
 
     with safe_open(path, "pt") as f:
         return list(f.keys())
-
-
-def _block_fp8(config: dict) -> tuple[int, int] | None:
-    """The (rows, columns) of FP8 weight blocks the checkpoint's quantization uses, else None."""
-    quant = config.get("quantization_config") or {}
-    for group in (quant.get("config_groups") or {}).values():
-        weights = (group or {}).get("weights") or {}
-        if weights.get("strategy") == "block" and weights.get("type") == "float":
-            return tuple(weights["block_structure"])
-    return None
 
 
 def _dequantized_experts(tensors: dict, block: tuple[int, int]) -> dict:

@@ -15,8 +15,7 @@ at a time to the GPU, which is how a 70B model is calibrated on one 80 GB GPU.
 from pipeline.config.recipe import RecipeFile
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError
-from pipeline.models import architecture
-from pipeline.planning import geometry
+from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import artifact_bytes, targeted
 
 GIB = 2**30
@@ -39,12 +38,12 @@ def needs_calibration(recipe: RecipeFile) -> bool:
     return False
 
 
-def check_fit(recipe: RecipeFile, config: dict, model_name: str) -> None:
+def check_fit(recipe: RecipeFile, g: Geometry, model_name: str) -> None:
     """Refuse, before loading weights, a scheme whose group size does not divide a Linear."""
     scheme = recipe.scheme()
     if not scheme or not scheme.group_size:
         return
-    for lin in targeted(recipe, config):
+    for lin in targeted(recipe, g):
         if lin.in_features % scheme.group_size:
             raise UserError(
                 f"recipe {recipe.name}: group size {scheme.group_size} does not divide "
@@ -55,7 +54,7 @@ def check_fit(recipe: RecipeFile, config: dict, model_name: str) -> None:
 
 def build(
     recipe: RecipeFile,
-    config: dict,
+    g: Geometry,
     model: dict,
     calibration: dict,
     gpus: list,
@@ -65,7 +64,7 @@ def build(
     from pipeline.quantize import memory
 
     route = route or {"path": "oneshot", "workers": 1, "shards": None}
-    params = architecture.total_params(config)
+    params = g.params
     if recipe.online:
         return {
             "model": model,
@@ -73,28 +72,22 @@ def build(
             "online": {
                 "vllm_args": recipe.vllm_args(),
                 "weights_bf16": params * 2,
-                "in_vllm_estimate": artifact_bytes(recipe, config),
+                "in_vllm_estimate": artifact_bytes(recipe, g),
             },
         }
-    g = geometry.of(config)
     needs_data = needs_calibration(recipe)
-    layer_bytes = architecture.decoder_layer_params(config) * 2
+    layer_bytes = g.decoder_layer_params * 2
     uses_gptq = any(name == "GPTQModifier" for name, _ in recipe.modifiers())
     # GPTQ keeps a float32 Hessian (in × in) per Linear of the layer on the device: every expert
-    hessians = sum(
-        lin.in_features**2 * 4 * architecture.per_layer(lin, config)
-        for lin in architecture.linears(config)
-    )
+    hessians = sum(lin.in_features**2 * 4 * n for lin, n in g.largest_layer)
     hessians = hessians if uses_gptq else 0
     seq = calibration.get("max_seq_length", 0)
     samples = calibration.get("samples", 0)
     acts = seq * max(g.hidden, g.intermediate) * 2 * 4
     scheme = recipe.scheme()
-    artifact = artifact_bytes(recipe, config)
+    artifact = artifact_bytes(recipe, g)
     on_gpu = bool(gpus)
-    cal_terms = memory.calibration_bytes(
-        config, samples if needs_data else 0, seq, uses_gptq, on_gpu
-    )
+    cal_terms = memory.calibration_bytes(g, samples if needs_data else 0, seq, uses_gptq, on_gpu)
     cpu = memory.peak_cpu_bytes(params, artifact, route, on_gpu, cal_terms)
     model_free = route["path"] == "model-free"
     return {
@@ -113,10 +106,10 @@ def build(
             "hidden_size": g.hidden,
             "attention_heads": g.heads,
             "kv_heads": g.kv_heads,
-            "head_dim": architecture.head_dim(config),
+            "head_dim": g.head_dim,
             "experts": g.experts,
             "experts_per_token": g.active_experts if g.experts else None,
-            "moe_layers": architecture.moe_layers(config),
+            "moe_layers": g.moe_layers,
         },
         "calibration": calibration if needs_data else {"samples": 0, "note": "data-free"},
         "path": route["path"],

@@ -20,7 +20,8 @@ from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, check_source, load_texts, source_sha
 from pipeline.models import aliases, integrity
-from pipeline.planning import deployment
+from pipeline.planning import deployment, geometry
+from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize import model_free, plan, verify
 
@@ -38,7 +39,7 @@ TINY_AUTOROUND_ITERS = 50
 @dataclass
 class QuantizeStage:
     ref: aliases.ModelRef
-    config: dict
+    geometry: Geometry
     recipe: recipe.RecipeFile
     calibration: recipe.Calibration
     rundir: RunDir
@@ -108,10 +109,10 @@ class QuantizeStage:
         """Resolve and validate everything from names and configs; no weights, no writes."""
         ref = aliases.resolve(model, revision)
         rf = recipe.load(recipe_name)
-        config = aliases.load_config(ref)
+        g = geometry.of_model(ref)
         if ref.source == "local":  # a half-copied folder fails here, not after loading
             integrity.check_weights(ref.path)
-        plan.check_fit(rf, config, ref.name)
+        plan.check_fit(rf, g, ref.name)
         cal = rf.spec.calibration
         updates = {}
         if ref.source == "tiny":
@@ -137,7 +138,7 @@ class QuantizeStage:
             column = "messages" if cal.chat_template else cal.text_column
             check_source(cal.dataset, cal.split, column, "calibration")
         _check_nproc(nproc, rf, cal)
-        path = _choose_path(path, rf, workers, config)
+        path = _choose_path(path, rf, workers, g)
         capped = {}
         for name, args in rf.modifiers() if ref.source == "tiny" else []:
             iters = args.get("iters")  # None (`iters:` left empty): the modifier's default
@@ -145,9 +146,7 @@ class QuantizeStage:
                 capped = {name: {"iters": TINY_AUTOROUND_ITERS}}
         rundir = RunDir(ref.name, rf.name)
         rundir.check_writable()
-        stage = cls(
-            ref, config, rf, cal, rundir, nproc=nproc, capped=capped, path=path, workers=workers
-        )
+        stage = cls(ref, g, rf, cal, rundir, nproc=nproc, capped=capped, path=path, workers=workers)
         stage.max_memory = max_memory
         return stage
 
@@ -166,7 +165,7 @@ class QuantizeStage:
         gib = 2**30
         given = "--max-memory" if max_memory else "this host has available"
         hint = "a GPU host keeps the model in bf16"
-        if self.path == "oneshot" and not model_free.unsupported_for(self.recipe, self.config):
+        if self.path == "oneshot" and not model_free.unsupported_for(self.recipe, self.geometry):
             other = QuantizeStage(**{**self.__dict__, "path": "model-free"})
             needs = other.plan()["memory_bytes"]["cpu_ram_peak_estimate"] / gib
             hint = f"the model-free path needs ~{needs:.1f} GiB (--path model-free)"
@@ -192,7 +191,7 @@ class QuantizeStage:
         }
         model = {"name": self.ref.name, "id": self.ref.hub_id or self.ref.load_id}
         gpus = environment.gpus()
-        built = plan.build(self.recipe, self.config, model, calibration, gpus, self._route())
+        built = plan.build(self.recipe, self.geometry, model, calibration, gpus, self._route())
         if self.nproc == 1 or "online" in built:
             return built
         return _per_process(built, self.nproc, bool(gpus)) | {"processes": self.nproc}
@@ -337,7 +336,7 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
         seconds = time.monotonic() - t0
         metrics = size_metrics(out, job.model_path, job.recipe.scheme())
         if len(job.recipe.schemes()) > 1:  # mixed precision: each Linear at its own bits
-            theoretical = artifact_bytes(job.recipe, job.config, scales=False)
+            theoretical = artifact_bytes(job.recipe, job.geometry, scales=False)
             metrics["theoretical_bytes"] = theoretical
             metrics["ratio_to_theoretical"] = round(metrics["tensor_bytes"] / theoretical, 4)
         if metrics["ratio_to_theoretical"] < 1:  # smaller than its own ideal: a miscount
@@ -347,13 +346,13 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
             )
         # the scheme's ideal with its scales, zero points and global scales (the planner's
         # geometry): what is left above it is packing
-        ideal = artifact_bytes(job.recipe, job.config)
+        ideal = artifact_bytes(job.recipe, job.geometry)
         metrics["ideal_bytes"] = ideal
         metrics["ratio_to_ideal"] = round(metrics["tensor_bytes"] / ideal, 4)
         # where vLLM 0.32 loads it (TP 1–8, expert parallel for MoE): the card's table
-        metrics["layouts"] = deployment.layouts(job.config, job.recipe)
+        metrics["layouts"] = deployment.layouts(job.geometry, job.recipe)
         if job.path == "model-free":  # it sees tensors: check it quantized what oneshot would
-            verify.quantized_as_planned(out, job.recipe, job.config)
+            verify.quantized_as_planned(out, job.recipe, job.geometry)
         bits = job.recipe.scheme().weight_bits if job.recipe.scheme() else 16
         metrics["reload"] = verify.check(out, job.model_path, metrics["total_params"], bits)
     metrics |= extra
@@ -390,7 +389,7 @@ def _oneshot(job: QuantizeStage, out: Path, steps, layers=None) -> dict | None:
         calibration=job.calibration.model_dump(),
         texts=job.texts.texts if job.texts else None,
         samples=job.texts.description["samples"] if job.texts else 0,
-        saved_dtype=str(_checkpoint_dtype(job.config)).removeprefix("torch."),
+        saved_dtype=job.geometry.dtype,
     )
     if job.nproc == 1:
         return oneshot.run(spec, out, steps, layers=layers)
@@ -411,7 +410,7 @@ def _with_routers_ignored(job: QuantizeStage) -> dict:
     routers = sorted(
         {
             f"re:.*{lin.name}$"
-            for lin in architecture.linears(job.config)
+            for lin in job.geometry.checkpoint_linears
             if architecture.is_router(lin)
         }
     )
@@ -431,9 +430,9 @@ def _with_routers_ignored(job: QuantizeStage) -> dict:
     return found
 
 
-def _choose_path(path: str | None, rf: recipe.RecipeFile, workers: int, config: dict) -> str:
+def _choose_path(path: str | None, rf: recipe.RecipeFile, workers: int, g: Geometry) -> str:
     """model-free for a data-free recipe unless --path says otherwise; oneshot for the rest."""
-    why_not = model_free.unsupported_for(rf, config)
+    why_not = model_free.unsupported_for(rf, g)
     if workers < 1:
         raise UserError(f"--workers {workers}: at least 1")
     if rf.online:
@@ -483,10 +482,3 @@ def _check_nproc(nproc: int, rf: recipe.RecipeFile, cal: recipe.Calibration) -> 
         raise UserError(f"--nproc {nproc}: this host has {os.cpu_count()} CPU cores")
     if nproc > cal.num_samples:
         raise UserError(f"--nproc {nproc}: more processes than the {cal.num_samples} samples")
-
-
-def _checkpoint_dtype(config: dict):
-    import torch
-
-    name = str(config.get("dtype") or config.get("torch_dtype") or "bfloat16")
-    return getattr(torch, name.removeprefix("torch."), torch.bfloat16)

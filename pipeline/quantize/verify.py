@@ -17,6 +17,7 @@ their shapes, must be exactly the ones oneshot would (the planner's `targeted` l
 from pathlib import Path
 
 from pipeline.core.errors import ArtifactCheckError, first_line
+from pipeline.planning.geometry import Geometry
 
 RELOAD_LIMIT = 1_000_000_000  # parameters; above it the spot check replaces the reload
 SPOT_ROWS = 3  # rows of each quantized weight dequantized and compared with the original
@@ -41,7 +42,7 @@ def check(artifact: Path, original: Path, params: int, bits: int) -> dict:
     return checked
 
 
-def quantized_as_planned(artifact: Path, recipe, config: dict) -> None:
+def quantized_as_planned(artifact: Path, recipe, g: Geometry) -> None:
     """The quantized Linears, counted by (out, in) shape, must be the planner's targeted ones."""
     from collections import Counter
 
@@ -54,7 +55,7 @@ def quantized_as_planned(artifact: Path, recipe, config: dict) -> None:
         tuple(art.weight_shape(table, m, scheme.weight_bits)) for m in art.quantized_modules(table)
     )
     planned = Counter()
-    for lin in targeted(recipe, config):
+    for lin in targeted(recipe, g):
         planned[(lin.out_features, lin.in_features)] += lin.count
     if found != planned:
         extra, missing = dict(found - planned), dict(planned - found)

@@ -11,6 +11,8 @@ from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import generated_recipes
 from pipeline.core.stage import execute
 from pipeline.eval import paired
+from pipeline.planning import geometry
+from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import bits_per_weight
 from pipeline.quantize.stage import QuantizeStage
 from pipeline.search import writer
@@ -21,21 +23,19 @@ MIB = 2**20
 MUST_BEAT_Z = 3.0
 
 
-def uniform_within(config: dict, target_bits: float) -> list[str]:
+def uniform_within(g: Geometry, target_bits: float) -> list[str]:
     """Shipped recipes that write an artifact of at most target_bits per decoder weight."""
     fits = []
     for name in recipe.shipped():
         rf = recipe.load(name)
-        if not rf.online and bits_per_weight(rf, config) <= target_bits:
+        if not rf.online and bits_per_weight(rf, g) <= target_bits:
             fits.append(name)
     return fits
 
 
 def run(stage: SearchStage, backend: str | None, force: bool, revision=None) -> dict:
-    from pipeline.models import aliases
-
-    config = aliases.load_config(stage.ref)
-    uniform = uniform_within(config, stage.target_bits)
+    g = geometry.of_model(stage.ref)
+    uniform = uniform_within(g, stage.target_bits)
     entry, cached = execute(stage, force=force)
     found = stage.load_results(entry)
     print(
@@ -45,10 +45,10 @@ def run(stage: SearchStage, backend: str | None, force: bool, revision=None) -> 
     )
     paths = _write_recipes(stage, found)
     rows = [
-        _evaluate(stage.ref.name, label, str(path), backend, revision, config)
+        _evaluate(stage.ref.name, label, str(path), backend, revision, g)
         for label, path in paths.items()
     ]
-    rows += [_evaluate(stage.ref.name, n, n, backend, revision, config) for n in uniform]
+    rows += [_evaluate(stage.ref.name, n, n, backend, revision, g) for n in uniform]
     summary = _summary(stage, found, rows, paths)
     write_json_atomic(stage.rundir.path / "search.json", summary)
     _print(summary)
@@ -78,7 +78,7 @@ def _write_recipes(stage: SearchStage, found: dict) -> dict[str, Path]:
     return paths
 
 
-def _evaluate(model: str, label: str, recipe_ref: str, backend, revision, config) -> dict:
+def _evaluate(model: str, label: str, recipe_ref: str, backend, revision, g) -> dict:
     """Quantize (cached) and evaluate (cached) one recipe; its heldout drift and size."""
     import json
 
@@ -94,7 +94,7 @@ def _evaluate(model: str, label: str, recipe_ref: str, backend, revision, config
     return {
         "recipe": label,
         "path": str(q.recipe.path),
-        "bits_per_weight": round(bits_per_weight(q.recipe, config), 4),
+        "bits_per_weight": round(bits_per_weight(q.recipe, g), 4),
         "tensor_bytes": stages["quantize"].metrics["tensor_bytes"],
         "kl_mean": heldout["kl_mean"],
         "kl_se": heldout["kl_mean_se"],

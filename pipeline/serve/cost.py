@@ -13,6 +13,7 @@ median time per output token.
 from pipeline.core import environment
 from pipeline.perf import bound, prices
 from pipeline.planning import gpus
+from pipeline.planning.geometry import Geometry
 from pipeline.serve.compare import pair, ratio_stats
 from pipeline.serve.results import (
     BoundCheck,
@@ -93,21 +94,21 @@ def _at(side: Measurement, capacity: int | None, units: int, price) -> float | N
 
 
 def against_bound(
-    config: dict, recipe, original: Measurement, quantized: Measurement, settings, hw
+    g: Geometry, recipe, original: Measurement, quantized: Measurement, settings, hw
 ) -> BoundCheck | None:
     if hw is None:
         return None
     context = settings.input_len + settings.output_len // 2
     sides = {
-        "original": (original, bound.footprint(config), "auto"),
-        "quantized": (quantized, bound.footprint(config, recipe), settings.kv_cache_dtype),
+        "original": (original, bound.footprint(g), "auto"),
+        "quantized": (quantized, bound.footprint(g, recipe), settings.kv_cache_dtype),
     }
     found = {}
     for side, (measured, footprint, kv) in sides.items():
         rows = []
         for lv in measured.levels:
             batch = min(lv.concurrency, lv.num_prompts)
-            step = bound.decode(config, footprint, hw, batch, context, kv, measured.gpus or 1)
+            step = bound.decode(g, footprint, hw, batch, context, kv, measured.gpus or 1)
             ms = step.seconds * 1e3
             tpot = lv.tpot_median_ms
             if (tpot is None or tpot < ms) and lv.output_tok_s:

@@ -10,6 +10,9 @@ of `block_size` tokens (pipeline/serve/stage.py: kv_pool_bytes).
 
 import re
 
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
 _NUMBER = r"([\d,]+(?:\.\d+)?)"
 LOG_PATTERNS = {
     "kv_cache_tokens": rf"\b\w+(?: \+ host)? KV cache size: {_NUMBER} tokens",
@@ -43,12 +46,22 @@ def from_log(text: str) -> dict:
     return facts
 
 
-def from_metrics(samples: dict[str, str]) -> dict:
+def samples(page: str) -> list[Sample]:
+    """vLLM's samples of a Prometheus /metrics page (prometheus_client's parser); none from a
+    page it cannot parse: what they give is optional (from_metrics {}, metric None)."""
+    try:
+        families = list(text_string_to_metric_families(page))
+    except ValueError:
+        return []
+    return [s for f in families for s in f.samples if s.name.startswith("vllm:")]
+
+
+def from_metrics(found: list[Sample]) -> dict:
     """The `vllm:cache_config_info` labels that matter, typed."""
-    info = next((k for k in samples if k.startswith("vllm:cache_config_info{")), None)
+    info = next((s for s in found if s.name == "vllm:cache_config_info"), None)
     if info is None:
         return {}
-    labels = dict(re.findall(r'(\w+)="([^"]*)"', info))
+    labels = info.labels
     out: dict = {}
     for key, kind in (
         ("kv_cache_size_tokens", int),
@@ -64,7 +77,7 @@ def from_metrics(samples: dict[str, str]) -> dict:
     return out
 
 
-def metric(samples: dict[str, str], name: str) -> float | None:
+def metric(found: list[Sample], name: str) -> float | None:
     """Sum of a metric's samples over its labels (one engine: one sample)."""
-    values = [float(v) for k, v in samples.items() if k == name or k.startswith(name + "{")]
+    values = [s.value for s in found if s.name == name]
     return sum(values) if values else None

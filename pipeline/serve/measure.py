@@ -22,6 +22,8 @@ from pipeline.core.devices import Gpu
 from pipeline.core.errors import ServerError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import VLLM_SCRIPTS
+from pipeline.planning import geometry
+from pipeline.planning.geometry import Geometry
 from pipeline.quantize import artifact
 from pipeline.serve import engine_facts
 from pipeline.serve.results import Metrics
@@ -49,11 +51,11 @@ class Side:
 
 
 def max_model_len(model_dir: Path, s: ServeSettings) -> int:
-    return max_model_len_of(json.loads((model_dir / "config.json").read_text()), s)
+    return max_model_len_of(geometry.of(json.loads((model_dir / "config.json").read_text())), s)
 
 
-def max_model_len_of(config: dict, s: ServeSettings) -> int:
-    native = int(config.get("max_position_embeddings", MAX_MODEL_LEN))
+def max_model_len_of(g: Geometry, s: ServeSettings) -> int:
+    native = g.max_position or MAX_MODEL_LEN
     return s.max_model_len or min(native, MAX_MODEL_LEN)
 
 

@@ -18,11 +18,13 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client.samples import Sample
+
 from pipeline.config.recipe import ServeSettings
 from pipeline.core import procs
 from pipeline.core.devices import Gpu
 from pipeline.core.errors import ServerError, UserError
-from pipeline.serve import engine_memory
+from pipeline.serve import engine_facts, engine_memory
 from pipeline.serving_env import SERVE_PYTHON
 
 HOST = "127.0.0.1"
@@ -203,15 +205,9 @@ class Server:
         first = first_error(self.log_path)
         return f"first error: {first}\n{kept}" if first else kept
 
-    def metrics(self) -> dict[str, str]:
-        """Prometheus /metrics as {sample name with labels: value}, vLLM's samples only."""
-        text = get(f"{self.url}/metrics", timeout=5) or ""
-        out = {}
-        for line in text.splitlines():
-            if line.startswith("vllm:") and " " in line:
-                key, value = line.rsplit(" ", 1)
-                out[key] = value
-        return out
+    def metrics(self) -> list[Sample]:
+        """vLLM's samples of /metrics (engine_facts.samples: prometheus_client's parser)."""
+        return engine_facts.samples(get(f"{self.url}/metrics", timeout=5) or "")
 
 
 # An exception's own line, maybe behind vLLM's process and log-level prefixes:

@@ -30,7 +30,8 @@ from pipeline.core.errors import ServerError, UserError
 from pipeline.core.files import sha256_json, staging_dir, waiting_lock, write_json_atomic
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
-from pipeline.planning import geometry, parallel
+from pipeline.planning import parallel
+from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import GPUS_PER_NODE
 from pipeline.planning.placement import Placement, SidePlace
 from pipeline.quantize.stage import QuantizeStage
@@ -66,7 +67,7 @@ class ServeStage(AfterQuantize):
         serving_env.require_online(q.recipe, "serve")
         for scheme, _ in q.recipe.schemes():  # a mixed-precision recipe: each of its schemes
             serving_env.require_scheme(scheme, "serve")
-            serving_env.require_moe(scheme, q.config, "serve")
+            serving_env.require_moe(scheme, q.geometry, "serve")
         serving_env.require_kv_cache(
             settings.kv_cache_dtype, "serve", "; --kv-cache-dtype auto measures the weights alone"
         )
@@ -164,7 +165,7 @@ class ServeStage(AfterQuantize):
             slo=slo_found,
             predicted={side: p for side, (p, _) in predicted.items()},
             cost=cost.cost(base, mine, slo_found, is_paired, price, hw_name),
-            bound=cost.against_bound(q.config, q.recipe, base, mine, self.settings, hw),
+            bound=cost.against_bound(q.geometry, q.recipe, base, mine, self.settings, hw),
             complete=True,
         )
         write_json_atomic(out / "results.json", results.model_dump(mode="json"))
@@ -195,32 +196,30 @@ class ServeStage(AfterQuantize):
         from pipeline.planning.gpus import this_node
         from pipeline.planning.weights import artifact_bytes
 
-        config = self.quantize.config
+        g = self.quantize.geometry
         sides = (
-            ("original", base, geometry.of(config).original_bytes, "auto"),
+            ("original", base, g.original_bytes, "auto"),
             (
                 "quantized",
                 mine,
-                artifact_bytes(self.quantize.recipe, config),
+                artifact_bytes(self.quantize.recipe, g),
                 self.settings.kv_cache_dtype,
             ),
         )
         # vLLM's default max_num_batched_tokens for `vllm serve` (what a sliding window adds)
-        node = this_node([g.line() for g in devices.seen()])
+        node = this_node([gpu.line() for gpu in devices.seen()])
         on_cpu = serving_env.capabilities()["device"] == "cpu"
         scheduled = kv_cache.CPU_SCHEDULED_TOKENS if on_cpu or not node else node.scheduled_tokens
         out = {}
         for side, measured, weights, kv in sides:
             engine = measured.engine
-            pool = kv_pool_bytes(engine, config, kv, *_parallel(self.placement, side))
+            pool = kv_pool_bytes(engine, g, kv, *_parallel(self.placement, side))
             block = engine.block_size
             tokens = requests = None
             if pool and block:
-                tokens = kv_cache.kv_tokens(
-                    pool, config, kv, measured.max_model_len, block, scheduled
-                )
+                tokens = kv_cache.kv_tokens(pool, g, kv, measured.max_model_len, block, scheduled)
                 per_request = self.settings.input_len + self.settings.output_len
-                requests = kv_cache.max_requests(pool, config, kv, per_request, block, scheduled)
+                requests = kv_cache.max_requests(pool, g, kv, per_request, block, scheduled)
             predicted = Predicted(
                 weights_bytes=weights,
                 weights_measured=measured.checkpoint_bytes,
@@ -235,7 +234,7 @@ class ServeStage(AfterQuantize):
 
 
 def kv_pool_bytes(
-    engine: EngineFacts, config: dict, kv_dtype: str, tp: int = 1, pp: int = 1
+    engine: EngineFacts, g: Geometry, kv_dtype: str, tp: int = 1, pp: int = 1
 ) -> int | None:
     """The engine's KV pool in the planner's bytes (every layer and KV head, as on one GPU: what
     kv_cache.kv_tokens and max_requests take), or None where vLLM did not say."""
@@ -245,8 +244,8 @@ def kv_pool_bytes(
     if engine.kv_cache_memory_bytes:  # the CPU's pool (VLLM_CPU_KVCACHE_SPACE), as before
         return engine.kv_cache_memory_bytes
     blocks, block = engine.num_gpu_blocks, engine.block_size
-    per_token = kv_cache.bytes_per_token(config, kv_dtype)
-    groups = kv_layout.groups(config)
+    per_token = kv_cache.bytes_per_token(g, kv_dtype)
+    groups = g.kv_groups
     if blocks and block and len(groups) == 1 and groups[0].modelled:
         # One KV-cache group: a vLLM block spans every layer, so the pool is its blocks in the
         # planner's bytes, and kv_tokens / max_requests count exactly the blocks vLLM admits
@@ -257,7 +256,7 @@ def kv_pool_bytes(
         # A hybrid: a block spans one group's layers only, so the blocks do not give the bytes;
         # one rank's available memory does, scaled from its KV heads to all (approximate). With
         # PP a rank holds one stage's layers: left unsaid.
-        per_rank = kv_layout.bytes_per_token(config, kv_cache.element_bytes(kv_dtype), tp)
+        per_rank = kv_layout.token_bytes(groups, kv_cache.element_bytes(kv_dtype), tp)
         if per_rank:
             return int(engine.available_kv_gib * kv_cache.GIB * per_token / per_rank)
     return None
@@ -286,12 +285,12 @@ def planned(q: QuantizeStage, overrides: dict | None = None) -> tuple[ServeSetti
     (NotOnThisHost)."""
     base = q.recipe.spec.serve.model_dump()
     settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
-    check_fit(settings, q.config)
+    check_fit(settings, q.geometry)
     placement = _placed(q, settings, overrides or {})
     settings = _as_placed(settings, placement.side("quantized"))
     if placement.side("quantized").gpus:  # the TP as placed (given, or the planner's)
         settings = _expert_parallel(q, settings, overrides or {})
-        check_fit(settings, q.config, q.recipe)  # blocks or groups straddling a shard: refused
+        check_fit(settings, q.geometry, q.recipe)  # blocks or groups straddling a shard: refused
     return settings, placement
 
 
@@ -303,7 +302,7 @@ def _expert_parallel(q: QuantizeStage, settings: ServeSettings, overrides: dict)
 
     if "expert_parallel" in q.recipe.spec.serve.model_fields_set | set(overrides):
         return settings
-    found = deployment.split(q.config, q.recipe, settings.tensor_parallel_size)
+    found = deployment.split(q.geometry, q.recipe, settings.tensor_parallel_size)
     return settings.model_copy(update={"expert_parallel": found.expert_parallel})
 
 
@@ -334,7 +333,7 @@ def launches(
     }
     return {
         key: server.launch(Path(model), f"{q.ref.name}-{name}", s, port,
-                           max_model_len_of(q.config, s), extra, placement.side(key).gpus)
+                           max_model_len_of(q.geometry, s), extra, placement.side(key).gpus)
         for key, (model, name, s, extra) in sides.items()
     }  # fmt: skip
 
@@ -350,17 +349,17 @@ def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Place
     given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set | set(overrides)
     users, context = max(settings.concurrency), settings.input_len + settings.output_len
     sides = [
-        engines.ServeSide("original", "original", geometry.of(q.config).original_bytes, "auto"),
+        engines.ServeSide("original", "original", q.geometry.original_bytes, "auto"),
         engines.ServeSide(
             "quantized",
             q.recipe.name,
-            artifact_bytes(q.recipe, q.config),
+            artifact_bytes(q.recipe, q.geometry),
             settings.kv_cache_dtype,
             q.recipe,
         ),
     ]
     found = engines.serve_placement(
-        q.config,
+        q.geometry,
         sides,
         devices.seen(),
         users,
@@ -387,19 +386,22 @@ def _record(placed: SidePlace) -> dict | None:
     return placed.record() if placed.gpus else None
 
 
-def check_fit(settings: ServeSettings, config: dict, recipe: RecipeFile | None = None) -> None:
+def check_fit(
+    settings: ServeSettings, g: Geometry | None, recipe: RecipeFile | None = None
+) -> None:
     """What vLLM would refuse at start-up, after minutes of quantizing: refused up front —
-    with `recipe`, also a TP whose split straddles its blocks or groups (planning/layout.py)."""
+    with `recipe`, also a TP whose split straddles its blocks or groups (planning/layout.py).
+    g None: a model whose shape is unknown here (only the settings are checked)."""
     tp = settings.tensor_parallel_size
-    if config.get("num_attention_heads") and (why := parallel.tp_refusal(tp, config)):
-        valid = parallel.tensor_parallel_sizes(config, GPUS_PER_NODE)
+    if g is not None and (why := parallel.tp_refusal(tp, g)):
+        valid = parallel.tensor_parallel_sizes(g, GPUS_PER_NODE)
         raise UserError(
             f"tensor_parallel_size {tp}: vLLM refuses it for this model: {why} "
             f"(valid within a node: {', '.join(map(str, valid))})"
         )
-    if recipe is not None and config.get("num_attention_heads"):
-        _check_layout(tp, settings.expert_parallel, config, recipe)
-    longest = geometry.of(config).max_position if config.get("num_attention_heads") else None
+    if recipe is not None and g is not None:
+        _check_layout(tp, settings.expert_parallel, g, recipe)
+    longest = g.max_position if g is not None else None
     if settings.max_model_len and longest and settings.max_model_len > longest:
         raise UserError(
             f"max_model_len {settings.max_model_len:,} is longer than the model's "
@@ -407,16 +409,16 @@ def check_fit(settings: ServeSettings, config: dict, recipe: RecipeFile | None =
         )
 
 
-def _check_layout(tp: int, expert_parallel: bool, config: dict, recipe: RecipeFile) -> None:
+def _check_layout(tp: int, expert_parallel: bool, g: Geometry, recipe: RecipeFile) -> None:
     """vLLM refuses weights whose blocks or groups straddle a TP shard: one line naming the
     layouts that load."""
     from pipeline.planning import deployment, layout
 
-    if not (why := layout.recipe_refusal(config, recipe, tp, expert_parallel)):
+    if not (why := layout.recipe_refusal(g, recipe, tp, expert_parallel)):
         return
     loads = []
-    for size in parallel.tensor_parallel_sizes(config, GPUS_PER_NODE):
-        found = deployment.split(config, recipe, size)
+    for size in parallel.tensor_parallel_sizes(g, GPUS_PER_NODE):
+        found = deployment.split(g, recipe, size)
         if found.loads:
             loads.append(f"{size} with --expert-parallel" if found.expert_parallel else str(size))
     why = why.replace(f"({layout.EP_FLAG})", "(--expert-parallel)")

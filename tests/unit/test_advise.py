@@ -10,7 +10,7 @@ from pipeline import advise
 from pipeline.config import recipe
 from pipeline.models import aliases
 from pipeline.perf import prices
-from pipeline.planning import gpus
+from pipeline.planning import geometry, gpus
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_llama3_70b_fp8_needs_fewer_gpus_and_costs_less_than_the_original(no_run
     config = aliases.load_config(ref)
     recipes = [recipe.load(n) for n in ("fp8", "gptq", "vllm-fp8")]
     hw = gpus.SPECS["H100-80GB"]
-    rows = advise.advise(ref.name, config, recipes, hw, prices.gpu(hw.name),
+    rows = advise.advise(ref.name, geometry.of(config), recipes, hw, prices.gpu(hw.name),
                          advise.Ask(100, 4000))  # fmt: skip
     by = {r.recipe: r for r in rows}
     assert set(by) == {"original", "fp8", "gptq", "vllm-fp8"}
@@ -64,12 +64,14 @@ def test_an_slo_widens_the_deployment_or_rejects_it(no_runs):
     config = aliases.load_config(ref)
     hw = gpus.SPECS["H100-80GB"]
     fp8 = [recipe.load("fp8")]
-    loose = advise.advise(ref.name, config, fp8, hw, None, advise.Ask(100, 4000))
-    tight = advise.advise(ref.name, config, fp8, hw, None, advise.Ask(100, 4000, slo_itl_ms=15))
+    loose = advise.advise(ref.name, geometry.of(config), fp8, hw, None, advise.Ask(100, 4000))
+    tight = advise.advise(
+        ref.name, geometry.of(config), fp8, hw, None, advise.Ask(100, 4000, slo_itl_ms=15)
+    )
     loose_fp8 = next(r for r in loose if r.recipe == "fp8")
     tight_fp8 = next(r for r in tight if r.recipe == "fp8")
     assert tight_fp8.gpus > loose_fp8.gpus and tight_fp8.itl_ms <= 15 and tight_fp8.meets_slo
-    impossible = advise.advise(ref.name, config, fp8, hw, None,
+    impossible = advise.advise(ref.name, geometry.of(config), fp8, hw, None,
                                advise.Ask(100, 4000, slo_itl_ms=0.01))  # fmt: skip
     assert all(r.rejected == "misses the SLO" for r in impossible)
 
@@ -110,7 +112,7 @@ def test_a_model_larger_than_a_node_is_priced_on_pipeline_stages(no_runs):
     ref = aliases.resolve("llama3-405b")
     config = aliases.load_config(ref)
     hw = gpus.SPECS["H100-80GB"]
-    rows = advise.advise(None, config, [recipe.load("fp8")], hw, prices.gpu(hw.name),
+    rows = advise.advise(None, geometry.of(config), [recipe.load("fp8")], hw, prices.gpu(hw.name),
                          advise.Ask(100, 4000))  # fmt: skip
     by = {r.recipe: r for r in rows}
     original, fp8 = by["original"], by["fp8"]

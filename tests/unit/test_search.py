@@ -6,7 +6,7 @@ import random
 import pytest
 
 from pipeline.config import recipe
-from pipeline.planning import weights
+from pipeline.planning import geometry, weights
 from pipeline.search import groups, select, writer
 from pipeline.search.sensitivity import CANDIDATES, group_bits
 
@@ -56,7 +56,10 @@ def test_group_bits_count_scales():
 def test_uniform_recipes_bits_per_weight_include_scales():
     from pipeline.models.tiny.spec import CONFIG
 
-    bits = {n: weights.bits_per_weight(recipe.load(n), CONFIG) for n in ("gptq", "w8a16", "nvfp4")}
+    bits = {
+        n: weights.bits_per_weight(recipe.load(n), geometry.of(CONFIG))
+        for n in ("gptq", "w8a16", "nvfp4")
+    }
     assert bits == {"gptq": 4.125, "w8a16": 8.125, "nvfp4": pytest.approx(4.5, abs=1e-3)}
 
 
@@ -86,6 +89,6 @@ def test_a_written_recipe_loads_and_is_planned_per_group(tmp_path):
     assert [s.name for s, _ in rf.schemes()] == ["W4A16", "W8A16"]
     expected = sum(group_bits(g, CANDIDATES[c]) for g, c in zip(found, chosen, strict=True)) / 8
     rest = 2 * 4096 * 256 + 256 * 9  # embeddings, LM head, norms: 16-bit
-    assert weights.artifact_bytes(rf, CONFIG) == int(expected + rest * 2)
+    assert weights.artifact_bytes(rf, geometry.of(CONFIG)) == int(expected + rest * 2)
     params = sum(g.params for g in found)
-    assert weights.bits_per_weight(rf, CONFIG) == pytest.approx(expected * 8 / params)
+    assert weights.bits_per_weight(rf, geometry.of(CONFIG)) == pytest.approx(expected * 8 / params)

@@ -61,10 +61,12 @@ def load(model_dir: Path, kv_cache_dtype: str = "auto", quantization: str | None
     return Handle(Path(model_dir), int(config["vocab_size"]), kv_cache_dtype, quantization)
 
 
-def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
+def logprobs(
+    handle: Handle, windows: torch.Tensor, batch_size: int = BATCH_WINDOWS
+) -> Iterator[torch.Tensor]:
     """Per window, as vLLM finishes each batch: [context − 1, vocab] log-probs."""
     top = -1 if handle.vocab_size <= FULL_VOCAB_LIMIT else TOP_LOGPROBS
-    batches = math.ceil(len(windows) / BATCH_WINDOWS)
+    batches = math.ceil(len(windows) / batch_size)
     handle.engine = engine_for(handle.model_dir, windows.shape[1] + 1, environment.gpus())
     with tempfile.TemporaryDirectory() as tmp:
         np.save(f"{tmp}/windows.npy", windows.numpy())
@@ -75,7 +77,7 @@ def logprobs(handle: Handle, windows: torch.Tensor) -> Iterator[torch.Tensor]:
             f"{tmp}/windows.npy",
             tmp,
             str(top),
-            str(BATCH_WINDOWS),
+            str(batch_size),
             handle.kv_cache_dtype,
             handle.quantization or "none",
             json.dumps(handle.engine.vllm_kwargs()),

@@ -5,7 +5,9 @@
 SPEC: {"model": "hf" | "vllm", "model_args": {...}, "tasks": [{"task", "num_fewshot",
 "limit"}], "include_path": folder of local task YAMLs}. Runs with the working directory set to
 include_path, so local tasks name their data files relative to it. OUT: lm-eval's "results",
-"n-samples" and "versions" per task. Standalone: the serving env has no pipeline package.
+"n-samples" and "versions" per task, and "items": per task, each item's numeric metrics by doc
+id (lm-eval's log_samples, unfiltered answers only), which pair the two models item by item.
+Standalone: the serving env has no pipeline package.
 The main env also calls `evaluate` in its own process (pipeline/eval/tasks.py, hf model).
 """
 
@@ -76,7 +78,8 @@ def evaluate(spec: dict) -> dict:
     model = get_model(spec["model"]).create_from_arg_obj(
         spec["model_args"], {"batch_size": batch_size}
     )
-    out = {"results": {}, "n-samples": {}, "versions": {}, "lm_eval": lm_eval.__version__}
+    out = {"results": {}, "n-samples": {}, "versions": {}, "items": {}}
+    out["lm_eval"] = lm_eval.__version__
     for task in spec["tasks"]:
         result = lm_eval.simple_evaluate(
             model=model,
@@ -85,11 +88,25 @@ def evaluate(spec: dict) -> dict:
             limit=task["limit"],
             batch_size=batch_size,
             task_manager=manager,
-            log_samples=False,
+            log_samples=spec.get("log_samples", True),  # False: only to time what it costs
         )
         for key in ("results", "n-samples", "versions"):
             out[key].update(result.get(key, {}))
+        for name, samples in result.get("samples", {}).items():
+            out["items"][name] = items(samples)
     return out
+
+
+def items(samples: list[dict]) -> dict[str, dict[str, float]]:
+    """{doc id: {metric: value}} of lm-eval's logged samples: the numeric metrics of the
+    unfiltered answers (the "none" filter, the one the pipeline reads scores from)."""
+    kept = {}
+    for s in samples:
+        if s.get("filter", "none") != "none":
+            continue
+        values = {m: s[m] for m in s.get("metrics", ()) if isinstance(s.get(m), (int, float))}
+        kept[str(s["doc_id"])] = {m: float(v) for m, v in values.items()}
+    return kept
 
 
 def main() -> None:

@@ -34,6 +34,17 @@ def test_eval_prints_both_splits_and_writes_json(evaluated, session_runs):
     assert task["recovery"] == pytest.approx(task["quantized"] / task["original"])
     assert "pydoc_word_order" in result.stdout and "recovery" in result.stdout
     assert results["gates"]["passed"] and len(results["gates"]["checks"]) == 4
+    # the same 200 items paired: flips add up to the change; the floor is the original's own
+    paired, floor = task["paired"], task["floor"]
+    assert paired["items"] == floor["items"] == 200 and paired["binary"]
+    flips = paired["wrong_to_right"] - paired["right_to_wrong"]
+    assert paired["change"] == pytest.approx(task["quantized"] - task["original"])
+    assert paired["change"] == pytest.approx(flips / 200)
+    assert paired["change_low"] <= paired["change"] <= paired["change_high"]
+    assert 0 < paired["mcnemar_p"] <= 1 and floor["change_low"] <= 0 <= floor["change_high"]
+    drift_floor = results["splits"]["heldout"]["floor"]
+    assert drift_floor["batch_size"] == 2 and drift_floor["tokens"] == 16863
+    assert drift_floor["kl_mean"] < results["splits"]["heldout"]["kl_mean"]
     assert task["quantized_dtype"] == results["dtype"] == "float32"  # the drift's own model
     # the terminal: our bars and lines; transformers', compressed-tensors' and lm-eval's in the log
     for library in ("Loading weights", "Decompressing model", "Compressing model",
@@ -48,6 +59,7 @@ def test_eval_prints_both_splits_and_writes_json(evaluated, session_runs):
     metrics = manifest["stages"]["eval"]["metrics"]
     assert metrics["kl_mean"] == results["splits"]["heldout"]["kl_mean"]
     assert metrics["backend"] == "hf" and metrics["gates_passed"]
+    assert metrics["tasks"]["pydoc_word_order"]["mcnemar_p"] == paired["mcnemar_p"]
 
 
 def test_rerun_reuses_results_and_other_recipes_reuse_the_reference(evaluated, session_runs):
@@ -80,6 +92,29 @@ def test_a_cached_eval_imports_no_datasets_torch_or_transformers(evaluated, sess
         if line.startswith("import time:")
     }
     assert not imported & {"datasets", "torch", "transformers", "pandas"}
+
+
+def test_a_margin_is_rechecked_on_the_cached_result_as_the_paired_ci_says(
+    tmp_path, evaluated, session_runs
+):
+    """fp8.yaml's max_drop narrowed to 0.1 point: no re-evaluation (max_drop is no input of
+    the result), and the verdict is the stored paired CI's against the new margin."""
+    from pipeline.eval import paired_tasks
+
+    results, _ = evaluated("fp8")
+    paired = results["tasks"][0]["paired"]
+    text = (REPO / "recipes" / "fp8.yaml").read_text().replace("max_drop: 0.02", "max_drop: 0.001")
+    (tmp_path / "fp8.yaml").write_text(text)
+    result = cli("eval", "--recipe", str(tmp_path / "fp8.yaml"), "--backend", "hf", "--json",
+                 runs=session_runs)  # fmt: skip
+    outcome = json.loads(result.stdout)
+    verdict, line = paired_tasks.non_inferiority(paired, 0.001)
+    want = {"pass": ("ok", 0), "fail": ("gate_failed", 3), "inconclusive": ("gate_inconclusive", 3)}
+    assert (outcome["status"], result.returncode) == want[verdict]
+    assert outcome["stages"][-1]["status"] == ("cached" if verdict == "pass" else "gate_failed")
+    assert "cached" in result.stderr + result.stdout
+    if verdict == "inconclusive":  # said with the items that would decide it
+        assert outcome["message"] == line and "items would" in line
 
 
 def test_failed_gate_exits_3_and_names_it(tmp_path, quantized, session_runs):

@@ -26,3 +26,23 @@ def test_cached_model_learned_the_text(tiny_model):
     config = json.loads((tiny_model / "config.json").read_text())
     assert config["hidden_size"] == 256 and config["vocab_size"] == 4096
     assert build.ensure() == tiny_model  # cached: same folder, nothing rebuilt
+
+
+def test_the_build_runs_in_a_process_of_its_own(tmp_path):
+    """Training's memory (optimizer state, torch's allocator) is not the caller's: the first
+    `make quantize` of a fresh clone measures the quantize's peak RSS, not the build's. The
+    caller never even imports torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pathlib import Path; from pipeline.models.tiny import build; "
+        "build.ensure(training={'steps': 2}, root=Path(sys.argv[1]), measure=False); "
+        "print('torch imported' if 'torch' in sys.modules else 'no torch')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "no torch"
+    assert len(list(tmp_path.glob("tiny-llama-*/model.safetensors"))) == 1

@@ -13,6 +13,7 @@ import pytest
 from pipeline.config import recipe
 from pipeline.models import architecture
 from pipeline.models.zoo import FAMILIES, shrunk_config
+from pipeline.planning import geometry
 from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize.artifact import tensors
 from tests.conftest import REPO, cli
@@ -81,7 +82,7 @@ def test_zoo_quantizes_reloads_and_matches_the_plan(zoo, zoo_runs, short_eval, a
             assert routed["experts"] == 8 and routed["tokens_routed"] > 0, routed
         rf = recipe.load(name)
         built = sum(t.nbytes for t in tensors(Path(stage["paths"]["artifact"])).values())
-        assert artifact_bytes(rf, config) == pytest.approx(built, rel=0.01), name
+        assert artifact_bytes(rf, geometry.of(config)) == pytest.approx(built, rel=0.01), name
 
 
 @pytest.mark.parametrize("alias", FAMILIES)

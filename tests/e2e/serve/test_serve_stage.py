@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.planning import geometry
 from tests.conftest import REPO, cli
 from tests.e2e.conftest import ONE_SIDE, SWEEP, needs_serving_env, results_path
 
@@ -229,7 +230,9 @@ def test_engine_sizes_the_fp8_kv_pool_as_planned(quantized, tmp_path, tiny_model
 
     needs_serving_env()
     config = json.loads((tiny_model / "config.json").read_text())
-    planned = kv_cache.kv_tokens(2**30, config, "fp8", 512, 128, 2048)  # max_model_len 512
+    planned = kv_cache.kv_tokens(
+        2**30, geometry.of(config), "fp8", 512, 128, 2048
+    )  # max_model_len 512
     assert planned == 1_048_576  # 1 GiB / (4 layers × 2 KV heads × 64 × 2 (K, V) × 1 byte)
     if serving_env.capabilities()["fp8_kv_cache"]:
         pytest.skip("FP8 KV serves here: the serve test compares planner and engine")

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from pipeline.cli.main import main, schema_of
+from pipeline.cli.commands.schema import schema_of
+from pipeline.cli.main import main
 from pipeline.config import recipe
 from pipeline.core.outcome import Outcome
 from pipeline.core.rundir import RunDir, StageEntry
@@ -119,10 +120,10 @@ def test_host_refusal_is_exit_4(capsys, tmp_path, monkeypatch):
 
 
 def test_a_bug_is_exit_1_internal_error(capsys, tmp_path, monkeypatch):
-    from pipeline.cli import main as cli_main
+    from pipeline.cli.commands import recipes
 
     monkeypatch.setenv("RUNS_DIR", str(tmp_path))
-    monkeypatch.setattr(cli_main, "cmd_recipes", lambda args: 1 / 0)
+    monkeypatch.setattr(recipes, "handle", lambda args: 1 / 0)
     code = main(["recipes"])
     err = capsys.readouterr().err
     assert code == 1 and "ZeroDivisionError" in err and "Traceback" in err
@@ -152,7 +153,7 @@ def test_the_readme_documents_every_schema_from_the_command():
 
 
 def test_run_force_redoes_every_stage_or_the_one_named():
-    from pipeline.cli.main import _forced
+    from pipeline.cli.commands.run import forced as _forced
     from pipeline.core.errors import UserError
 
     assert _forced(None, ("eval", "serve")) == set()

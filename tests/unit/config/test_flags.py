@@ -47,3 +47,37 @@ def test_a_false_boolean_is_an_explicit_no_flag():
 def test_concurrency_lists_must_be_positive_integers(bad):
     with pytest.raises(argparse.ArgumentError):
         _parser().parse_args(["--concurrency", bad])
+
+
+@pytest.mark.parametrize(
+    "text, size",
+    [
+        ("48GiB", 48 * 2**30),
+        ("64GB", 64 * 10**9),
+        ("2g", 2 * 2**30),  # a bare letter is binary, as `free -g` says (ByteSize: decimal)
+        ("1024k", 2**20),
+        (" 1.5 gib ", int(1.5 * 2**30)),
+        ("1500MiB", 1500 * 2**20),
+        ("1048576", 2**20),  # bytes
+        ("1tb", 10**12),
+    ],
+)
+def test_memory_sizes(text, size):
+    assert flags.memory_size(text) == size
+
+
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ("48GiBx", "expected a size like 48GiB"),
+        ("1pb", "expected a size like 48GiB"),  # ByteSize knows it; no host has one
+        ("1bit", "expected a size like 48GiB"),
+        ("-1g", "expected a size like 48GiB"),
+        ("", "expected a size like 48GiB"),
+        ("1MB", "from 1MiB"),
+        ("100000000000000000000", "from 1MiB"),
+    ],
+)
+def test_memory_sizes_refused(bad, why):
+    with pytest.raises(argparse.ArgumentTypeError, match=why):
+        flags.memory_size(bad)

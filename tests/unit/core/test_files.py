@@ -55,3 +55,34 @@ def test_folder_hash_ignores_bytecode(tmp_path):
     (tmp_path / "__pycache__").mkdir()
     (tmp_path / "__pycache__" / "utils.cpython-311.pyc").write_bytes(b"\x00")
     assert hash_folder(tmp_path) == before
+
+
+def test_a_killed_holder_leaves_the_lock_free(tmp_path):
+    """Another process holds the run lock: refused in one line; killed, the lock is free (the
+    kernel drops an flock with its holder, nothing to clean up)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    hold = (
+        "import sys, time; from pathlib import Path; from pipeline.core.files import "
+        "exclusive_lock\nwith exclusive_lock(Path(sys.argv[1]), 'x'):\n"
+        "    print('held', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(tmp_path / ".lock")],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UserError, match=r"run directory x is in use by another process"):
+            with exclusive_lock(tmp_path / ".lock", "run directory x"):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with exclusive_lock(tmp_path / ".lock", "run directory x"):
+        pass

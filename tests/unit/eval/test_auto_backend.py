@@ -11,7 +11,7 @@ from pipeline.eval import stage
 
 
 def _q(name: str):
-    return SimpleNamespace(recipe=recipe.load(name), config={"num_attention_heads": 4})
+    return SimpleNamespace(recipe=recipe.load(name), geometry=SimpleNamespace(experts=0))  # dense
 
 
 def test_cpu_hosts_use_hf_and_say_why(monkeypatch):

@@ -4,6 +4,7 @@ import pytest
 
 from pipeline.core.errors import UserError
 from pipeline.external import match, source
+from pipeline.models import checkpoint
 from pipeline.models.tiny.spec import CONFIG
 
 
@@ -18,7 +19,9 @@ from pipeline.models.tiny.spec import CONFIG
 )
 def test_shape_differences_are_named(changes, expected):
     with pytest.raises(UserError, match="is not a quantization of tiny-llama") as e:
-        match.check_architecture("tiny-llama", dict(CONFIG), "art", {**CONFIG, **changes})
+        match.check_architecture(
+            "tiny-llama", "art", checkpoint.shape_differences(dict(CONFIG), {**CONFIG, **changes})
+        )
     assert expected in str(e.value)
 
 
@@ -27,7 +30,7 @@ def test_fields_saved_under_other_names_are_the_same_model():
     saved = {k: v for k, v in CONFIG.items() if k != "rope_theta"}
     saved["rope_parameters"] = {"rope_type": "default", "rope_theta": CONFIG.get("rope_theta", 1e4)}
     saved["quantization_config"] = {"quant_method": "gptq"}
-    match.check_architecture("tiny-llama", dict(CONFIG), "art", saved)
+    match.check_architecture("tiny-llama", "art", checkpoint.shape_differences(dict(CONFIG), saved))
 
 
 def test_artifact_names(tmp_path):

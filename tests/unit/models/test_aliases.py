@@ -7,6 +7,7 @@ from pipeline.core.errors import UserError
 from pipeline.models import aliases as models
 from pipeline.models import architecture
 from pipeline.models.tiny import spec
+from pipeline.planning import geometry
 from pipeline.quantize import plan as quantize_plan
 
 # Parameter counts published on the models' hub pages (safetensors metadata).
@@ -63,15 +64,19 @@ def test_group_size_that_does_not_divide_a_linear_is_refused_from_the_config(tmp
     config = {**spec.CONFIG, "intermediate_size": 704}  # 704 = 5.5 × 128
     rf = recipe.load("gptq")
     with pytest.raises(UserError, match=r"group size 128 does not divide .*down_proj.*704"):
-        quantize_plan.check_fit(rf, config, "odd-model")
-    quantize_plan.check_fit(recipe.load("fp8"), config, "odd-model")  # channel-wise: fine
+        quantize_plan.check_fit(rf, geometry.of(config), "odd-model")
+    quantize_plan.check_fit(
+        recipe.load("fp8"), geometry.of(config), "odd-model"
+    )  # channel-wise: fine
 
 
 def test_plan_for_llama3_70b_gptq_fits_one_80gb_gpu_with_sequential_onloading():
     config = models.load_config(models.resolve("llama3-70b"))
     rf = recipe.load("gptq")
     cal = {"dataset": "python-docs", "split": "calibration", "samples": 512, "max_seq_length": 2048}
-    plan = quantize_plan.build(rf, config, {"name": "llama3-70b"}, cal, gpus=["H100 80GB"])
+    plan = quantize_plan.build(
+        rf, geometry.of(config), {"name": "llama3-70b"}, cal, gpus=["H100 80GB"]
+    )
     mem = plan["memory_bytes"]
     assert plan["pipeline"] == "sequential" and "one decoder layer at a time" in plan["placement"]
     assert mem["weights_bf16"] == 2 * KNOWN_PARAMS["llama3-70b"]

@@ -2,6 +2,7 @@
 
 from pipeline.models import architecture
 from pipeline.models.tiny import spec
+from pipeline.planning import geometry
 
 
 def test_tied_embeddings_count_the_lm_head_once():
@@ -59,5 +60,5 @@ def test_plan_of_a_moe_counts_every_expert():
     from pipeline import capacity
     from pipeline.planning.gpus import named
 
-    rows = capacity.plan(_mixtral(), [], ["auto"], 100, 4000, named("H100-80GB"))
+    rows = capacity.plan(geometry.of(_mixtral()), [], ["auto"], 100, 4000, named("H100-80GB"))
     assert rows[0].weights_bytes == 2 * 46_702_792_704 and rows[0].gpus == 2  # 87 GiB: not one

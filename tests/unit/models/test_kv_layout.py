@@ -2,7 +2,7 @@
 
 from pipeline import capacity as planner
 from pipeline.models import aliases, kv_layout
-from pipeline.planning import kv_cache
+from pipeline.planning import geometry, kv_cache
 from pipeline.planning.gpus import named
 
 GIB = 2**30
@@ -82,7 +82,9 @@ def test_the_planner_fits_more_users_through_a_window():
     windowed = {**full, "sliding_window": 4096}
     gpu = named("H100-80GB")
     assert gpu.scheduled_tokens == 8192 and named("A100-80GB").scheduled_tokens == 2048
-    a, b = (planner.plan(c, [], ["auto"], 10, 32_000, gpu)[0] for c in (full, windowed))
+    a, b = (
+        planner.plan(geometry.of(c), [], ["auto"], 10, 32_000, gpu)[0] for c in (full, windowed)
+    )
     sequence = kv_layout.bytes_per_sequence(windowed, 2, 32_000, 8192)
     assert b.gpus == a.gpus == 1 and b.max_users == b.kv_room_bytes // sequence
     assert b.max_users > 2.5 * a.max_users  # 32,000 tokens kept vs 12,304
@@ -90,7 +92,7 @@ def test_the_planner_fits_more_users_through_a_window():
     # 46.3 GiB per GPU: TP 2 frees enough weight room (69.7 − 29.3 / 2 GiB); 400 users' 92.7
     # GiB fit on no number of H100s in one node (the latent is on every rank, where split KV
     # heads would divide): two nodes' pipeline stages each keep half the layers' KV
-    rows = [planner.plan(_config("deepseek-v2-lite"), [], ["auto"], n, 8000, gpu)[0]
+    rows = [planner.plan(geometry.of(_config("deepseek-v2-lite")), [], ["auto"], n, 8000, gpu)[0]
             for n in (200, 400)]  # fmt: skip
     assert [(r.gpus, r.tp, r.pp) for r in rows] == [(2, 2, 1), (16, 8, 2)]
 
@@ -102,5 +104,5 @@ def test_the_kv_cache_size_vllm_logs_is_requests_admitted_times_max_model_len():
     config = {**_config("mistral-7b"), "num_hidden_layers": 2, "num_key_value_heads": 2}
     config |= {"head_dim": 64, "num_attention_heads": 4, "hidden_size": 256}
     windowed = {**config, "sliding_window": 128}
-    assert kv_cache.kv_tokens(2**30, windowed, "auto", 1024, 128, 2048) == 932_067
-    assert kv_cache.kv_tokens(2**30, config, "auto", 1024, 128, 2048) == 2**30 // 1024
+    assert kv_cache.kv_tokens(2**30, geometry.of(windowed), "auto", 1024, 128, 2048) == 932_067
+    assert kv_cache.kv_tokens(2**30, geometry.of(config), "auto", 1024, 128, 2048) == 2**30 // 1024

@@ -16,7 +16,7 @@ def _config(alias: str) -> dict:
 def test_a_model_beyond_a_node_gets_tp_of_the_node_and_a_stage_per_node():
     config = _config("llama3-405b")
     load = deployment.Load(geometry.of(config).original_bytes, "auto", 100, 4000)
-    found = deployment.fewest(config, load, named("H100-80GB"))
+    found = deployment.fewest(geometry.of(config), load, named("H100-80GB"))
     assert (found.tensor_parallel_size, found.pipeline_parallel_size) == (8, 2)
     assert (found.gpus, found.nodes, found.executor) == (16, 2, "ray")
     assert found.vllm_flags() == (
@@ -24,17 +24,17 @@ def test_a_model_beyond_a_node_gets_tp_of_the_node_and_a_stage_per_node():
     )
     assert found.max_users >= 100 and "TP 8 × PP 2 on 2 nodes of 8" in found.why
     # one node of 4 cannot hold it on 2 nodes: 4 × 4 stages
-    narrow = deployment.fewest(config, load, named("H100-80GB", per_node=4))
+    narrow = deployment.fewest(geometry.of(config), load, named("H100-80GB", per_node=4))
     assert (narrow.tensor_parallel_size, narrow.pipeline_parallel_size) == (4, 4)
-    assert deployment.fewest(config, load, named("H100-80GB", nodes=1)) is None
+    assert deployment.fewest(geometry.of(config), load, named("H100-80GB", nodes=1)) is None
 
 
 def test_at_a_size_too_small_for_the_weights_nobody_fits():
     config = _config("llama3-70b")
     load = deployment.Load(geometry.of(config).original_bytes, "auto", 1, 4000)
-    one = deployment.at(config, load, named("H100-80GB"), 1)
+    one = deployment.at(geometry.of(config), load, named("H100-80GB"), 1)
     assert one.max_users == 0 and one.kv_room_bytes == 0 and one.executor == "mp"
-    two = deployment.at(config, load, named("H100-80GB"), 2)
+    two = deployment.at(geometry.of(config), load, named("H100-80GB"), 2)
     assert two.max_users > 0 and two.vllm_flags() == "--tensor-parallel-size 2"
 
 
@@ -44,11 +44,11 @@ def test_plan_and_advise_read_the_same_deployment():
     config = _config("llama3-70b")
     gptq = recipe.load("gptq")
     gpu = named("H100-80GB")
-    plan = capacity.plan(config, [gptq], ["auto", "fp8"], 100, 4000, gpu)
+    plan = capacity.plan(geometry.of(config), [gptq], ["auto", "fp8"], 100, 4000, gpu)
     rows = {(r.recipe, r.kv_dtype): r for r in plan}
     ask = advise.Ask(100, 4000)
     same = 0
-    for priced in advise.advise(None, config, [gptq], gpu.hardware, None, ask):
+    for priced in advise.advise(None, geometry.of(config), [gptq], gpu.hardware, None, ask):
         planned = rows[(priced.recipe, priced.kv_dtype)]
         assert priced.gpus >= planned.gpus  # never fewer GPUs than hold it
         if priced.gpus == planned.gpus:  # at the plan's own size: the same users

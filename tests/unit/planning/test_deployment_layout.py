@@ -9,7 +9,7 @@ import pytest
 from pipeline.cli.main import main
 from pipeline.config import recipe
 from pipeline.models import aliases
-from pipeline.planning import deployment, layout
+from pipeline.planning import deployment, geometry, layout
 from pipeline.planning.deployment import Load
 from pipeline.planning.gpus import named
 
@@ -28,7 +28,9 @@ def _plan_json(capsys, model: str, recipe_name: str) -> list[dict]:
 
 def _loads(config: dict, recipe_name: str, row: dict) -> bool:
     found = recipe.load(recipe_name)
-    return layout.recipe_refusal(config, found, row["tp"], row["expert_parallel"]) is None
+    return (
+        layout.recipe_refusal(geometry.of(config), found, row["tp"], row["expert_parallel"]) is None
+    )
 
 
 @pytest.mark.parametrize("recipe_name", ["fp8-block", "gptq"])
@@ -80,12 +82,14 @@ def test_fewest_passes_over_a_tp_no_split_loads_and_says_why():
     where nothing straddles, with no reason to give."""
     config, rf = _qwen(), recipe.load("fp8-block")
     weights = 31 * 2**30
-    small = deployment.fewest(config, Load(weights, "auto", 1, 1000), named("H100-80GB"), recipe=rf)
+    small = deployment.fewest(
+        geometry.of(config), Load(weights, "auto", 1, 1000), named("H100-80GB"), recipe=rf
+    )
     assert small and small.tensor_parallel_size == 1 and not small.refused
     assert not small.expert_parallel and layout.EP_FLAG not in small.vllm_flags()
-    split = deployment.split(config, rf, 4)
+    split = deployment.split(geometry.of(config), rf, 4)
     assert split.loads and split.expert_parallel and "into 192" in (split.reason or "")
-    assert deployment.split(config, None, 4) == deployment.Split(True)
+    assert deployment.split(geometry.of(config), None, 4) == deployment.Split(True)
 
 
 def test_advise_recommends_expert_parallel_where_the_plain_split_is_refused(capsys):
@@ -96,7 +100,9 @@ def test_advise_recommends_expert_parallel_where_the_plain_split_is_refused(caps
     for r in (r for r in rows if r["recipe"] == "fp8-block" and r["gpus"]):
         tp = r["gpus"] // r["pipeline_stages"]
         assert (
-            layout.recipe_refusal(config, recipe.load("fp8-block"), tp, r["expert_parallel"])
+            layout.recipe_refusal(
+                geometry.of(config), recipe.load("fp8-block"), tp, r["expert_parallel"]
+            )
             is None
         )
         assert (layout.EP_FLAG in r["vllm_flags"]) == r["expert_parallel"]

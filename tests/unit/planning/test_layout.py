@@ -36,24 +36,27 @@ def test_qwen3_30b_a3b_fp8_block_at_tp8_is_refused_and_loads_with_expert_paralle
 
 def test_qwen3_30b_a3b_gptq_is_refused_at_tp8_and_loads_at_tp2_or_with_expert_parallel():
     config, gptq = _config("qwen3-30b-a3b"), recipe.load("gptq")
-    said = layout.recipe_refusal(config, gptq, tp=8)
+    said = layout.recipe_refusal(geometry.of(config), gptq, tp=8)
     assert said is not None and "96" in said and "gptq's groups of 128" in said
     assert "--enable-expert-parallel" in said
-    assert layout.recipe_refusal(config, gptq, tp=2) is None
-    assert layout.recipe_refusal(config, gptq, tp=8, expert_parallel=True) is None
+    assert layout.recipe_refusal(geometry.of(config), gptq, tp=2) is None
+    assert layout.recipe_refusal(geometry.of(config), gptq, tp=8, expert_parallel=True) is None
 
 
 def test_llama3_70b_fp8_block_loads_at_tp8():
     g = geometry.of(_config("llama3-70b"))
     assert layout.refusal(g, PRESETS["FP8_BLOCK"], tp=8) is None
-    assert layout.recipe_refusal(_config("llama3-70b"), recipe.load("fp8-block"), tp=8) is None
+    assert (
+        layout.recipe_refusal(geometry.of(_config("llama3-70b")), recipe.load("fp8-block"), tp=8)
+        is None
+    )
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
 def test_per_channel_and_per_tensor_schemes_load_at_every_tp_vllm_accepts(path):
     config = json.loads(path.read_text())
     g = geometry.of(config)
-    for tp in parallel.tensor_parallel_sizes(config, 8):
+    for tp in parallel.tensor_parallel_sizes(geometry.of(config), 8):
         for ep in (False, True) if g.experts else (False,):
             for name in ("FP8_DYNAMIC", "FP8", "W8A8"):
                 assert layout.refusal(g, PRESETS[name], tp, ep) is None, (name, tp, ep)
@@ -65,12 +68,12 @@ def test_a_dense_mlp_narrower_than_whole_blocks_is_refused_even_at_tp1():
     vLLM checks a fused gate_up's parts but the last unsplit (validate_fp8_block_shape), and
     every group-quantized input (verify_group_size_divides_partition), at any TP."""
     config = _config("deepseek-v2-lite")
-    said = layout.recipe_refusal(config, recipe.load("fp8-block"), tp=1)
+    said = layout.recipe_refusal(geometry.of(config), recipe.load("fp8-block"), tp=1)
     assert said == (
         "mlp.gate_up_proj's 10944-wide gate_proj output is not a whole number of fp8-block's "
         "128-wide blocks, even unsplit"
     )
-    said = layout.recipe_refusal(config, recipe.load("gptq"), tp=1)
+    said = layout.recipe_refusal(geometry.of(config), recipe.load("gptq"), tp=1)
     assert said is not None and said.startswith("mlp.down_proj's 10944-wide input")
 
 
@@ -78,27 +81,39 @@ def test_expert_parallel_does_not_help_when_a_shared_expert_straddles():
     """Qwen1.5-MoE's shared expert (5632 wide) stays tensor-parallel under expert parallel:
     704 per rank at TP 8, not whole groups of 128, so no flag is offered."""
     config = _config("qwen1.5-moe-a2.7b")
-    said = layout.recipe_refusal(config, recipe.load("gptq"), tp=8)
+    said = layout.recipe_refusal(geometry.of(config), recipe.load("gptq"), tp=8)
     assert said is not None and "experts" in said and "expert parallel" not in said
-    with_ep = layout.recipe_refusal(config, recipe.load("gptq"), tp=8, expert_parallel=True)
+    with_ep = layout.recipe_refusal(
+        geometry.of(config), recipe.load("gptq"), tp=8, expert_parallel=True
+    )
     assert with_ep is not None and "mlp.shared_expert.down_proj" in with_ep and "704" in with_ep
-    assert layout.recipe_refusal(config, recipe.load("gptq"), tp=4, expert_parallel=True) is None
+    assert (
+        layout.recipe_refusal(geometry.of(config), recipe.load("gptq"), tp=4, expert_parallel=True)
+        is None
+    )
 
 
 def test_fp4_groups_that_straddle_are_refused_though_vllm_loads_them_unchecked():
     config = _config("deepseek-v2-lite")
-    said = layout.recipe_refusal(config, recipe.load("mxfp4"), tp=4)
+    said = layout.recipe_refusal(geometry.of(config), recipe.load("mxfp4"), tp=4)
     assert (
         said is not None and "2736" in said and "groups of 32" in said and "without a check" in said
     )
-    assert layout.recipe_refusal(config, recipe.load("mxfp4"), tp=2) is None  # 5472 = 171 × 32
-    assert layout.recipe_refusal(config, recipe.load("nvfp4"), tp=4) is None  # 2736 = 171 × 16
+    assert (
+        layout.recipe_refusal(geometry.of(config), recipe.load("mxfp4"), tp=2) is None
+    )  # 5472 = 171 × 32
+    assert (
+        layout.recipe_refusal(geometry.of(config), recipe.load("nvfp4"), tp=4) is None
+    )  # 2736 = 171 × 16
 
 
 def test_asymmetric_groups_check_the_experts_like_symmetric_ones():
     config = _config("qwen3-30b-a3b")
-    assert layout.recipe_refusal(config, recipe.load("awq"), tp=4) is not None
-    assert layout.recipe_refusal(config, recipe.load("awq"), tp=4, expert_parallel=True) is None
+    assert layout.recipe_refusal(geometry.of(config), recipe.load("awq"), tp=4) is not None
+    assert (
+        layout.recipe_refusal(geometry.of(config), recipe.load("awq"), tp=4, expert_parallel=True)
+        is None
+    )
 
 
 def test_a_split_vllm_cannot_make_is_named():
@@ -137,9 +152,9 @@ def test_latent_attention_as_deepseek_v2_py_builds_it():
 def test_every_bundled_config_reads_and_splits_at_the_tps_vllm_accepts(path):
     config = json.loads(path.read_text())
     g = geometry.of(config)
-    assert g.linears is linears.of(config) and g.linears.kinds
+    assert g is geometry.of(config) and g.linears.kinds  # read once per config
     assert sum(k.layers for k in g.linears.kinds) == g.layers
-    for tp in parallel.tensor_parallel_sizes(config, 8):
+    for tp in parallel.tensor_parallel_sizes(g, 8):
         for one in g.linears.distinct:
             assert one.indivisible(tp) is None, (one.name, tp)
             shard = one.shard(tp)

@@ -27,7 +27,7 @@ def _cells() -> list[tuple[str, dict, recipe.RecipeFile, int, bool]]:
     for name, config in configs:
         moe = geometry.of(config).experts > 0
         for rf in (recipe.load(r) for r in recipe.shipped()):
-            for tp in (t for t in TPS if parallel.tp_refusal(t, config) is None):
+            for tp in (t for t in TPS if parallel.tp_refusal(t, geometry.of(config)) is None):
                 for ep in (False, True) if moe and tp > 1 else (False,):
                     found.append((name, config, rf, tp, ep))
     return found
@@ -95,7 +95,7 @@ def _questions() -> tuple[dict, dict, list, int]:
     configs, cases, cells, online = {}, {}, [], 0
     for name, config, rf, tp, ep in _cells():
         if rf.online:  # vLLM's online FP8 (per tensor, no partition check): not asked
-            assert layout.recipe_refusal(config, rf, tp, ep) is None
+            assert layout.recipe_refusal(geometry.of(config), rf, tp, ep) is None
             online += 1
             continue
         key = f"{rf.scheme().name}:{','.join(rf.ignored())}"
@@ -106,7 +106,9 @@ def _questions() -> tuple[dict, dict, list, int]:
             cid = json.dumps(case, sort_keys=True)
             cases[cid] = {**case, "id": cid, "ours": _ours(one, rf, tp, ep), "linear": one}
             ids.append(cid)
-        cells.append(((name, rf.name, tp, ep), layout.recipe_refusal(config, rf, tp, ep), ids))
+        cells.append(
+            ((name, rf.name, tp, ep), layout.recipe_refusal(geometry.of(config), rf, tp, ep), ids)
+        )
     return configs, cases, cells, online
 
 

@@ -16,15 +16,15 @@ def _config(alias: str) -> dict:
 
 
 def test_heads_and_kv_heads_decide_the_sizes():
-    assert parallel.tensor_parallel_sizes(_config("llama3-70b"), 8) == [1, 2, 4, 8]
+    assert parallel.tensor_parallel_sizes(geometry.of(_config("llama3-70b")), 8) == [1, 2, 4, 8]
     qwen = _config("qwen2.5-7b")  # 28 heads, 4 KV heads
-    assert "not a multiple of its 4 KV heads" in parallel.tp_refusal(7, qwen)
-    assert parallel.tensor_parallel_sizes(qwen, 8) == [1, 2, 4]
+    assert "not a multiple of its 4 KV heads" in parallel.tp_refusal(7, geometry.of(qwen))
+    assert parallel.tensor_parallel_sizes(geometry.of(qwen), 8) == [1, 2, 4]
     odd = {**_config("llama3-8b"), "num_attention_heads": 24, "num_key_value_heads": 8}
-    assert "8 KV heads do not divide by 6" in parallel.tp_refusal(6, odd)
+    assert "8 KV heads do not divide by 6" in parallel.tp_refusal(6, geometry.of(odd))
     mla = _config("deepseek-v2-lite")  # latent attention: one latent per rank, heads only
     assert geometry.of(mla).kv_heads == 1
-    assert parallel.tensor_parallel_sizes(mla, 8) == [1, 2, 4, 8]
+    assert parallel.tensor_parallel_sizes(geometry.of(mla), 8) == [1, 2, 4, 8]
 
 
 CONFIGS = [_config(a) for a in aliases.ALIASES] + [shrunk_config(a) for a in FAMILIES]
@@ -43,19 +43,21 @@ def test_no_plan_proposes_a_size_vllm_refuses_or_wider_than_a_node(
     config, users, context, gpu, kv, per_node
 ):
     load = deployment.Load(architecture.total_params(config) * 2, kv, users, context)
-    found = deployment.fewest(config, load, gpus.named(gpu, per_node))
+    found = deployment.fewest(geometry.of(config), load, gpus.named(gpu, per_node))
     if found is None:
         return
     tp, pp = found.tensor_parallel_size, found.pipeline_parallel_size
-    assert parallel.tp_refusal(tp, config) is None and tp <= per_node
+    assert parallel.tp_refusal(tp, geometry.of(config)) is None and tp <= per_node
     assert found.gpus == tp * pp and pp <= gpus.MAX_NODES and found.max_users >= users
     assert found.executor == ("ray" if pp > 1 else "mp")
     if pp > 1:  # across nodes only when one node's largest TP cannot hold it
-        assert tp == parallel.tensor_parallel_sizes(config, per_node)[-1]
+        assert tp == parallel.tensor_parallel_sizes(geometry.of(config), per_node)[-1]
 
 
 @pytest.mark.parametrize("alias", ["llama3-70b", "mixtral-8x7b", "qwen3-30b-a3b"])
 def test_one_node_models_stay_on_one_node(alias):
     config = _config(alias)
-    for row in capacity.plan(config, [], ["auto", "fp8"], 100, 4000, gpus.named("H100-80GB")):
-        assert row.pp == 1 and row.tp in parallel.tensor_parallel_sizes(config, 8)
+    for row in capacity.plan(
+        geometry.of(config), [], ["auto", "fp8"], 100, 4000, gpus.named("H100-80GB")
+    ):
+        assert row.pp == 1 and row.tp in parallel.tensor_parallel_sizes(geometry.of(config), 8)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pipeline.config import recipe
 from pipeline.config.recipe import ServeSettings
 from pipeline.core import devices
-from pipeline.planning import engines, placement, shipped
+from pipeline.planning import engines, geometry, placement
 from pipeline.planning.weights import artifact_bytes
 from pipeline.serve import server
 from tests.conftest import REPO, cli
@@ -29,10 +29,10 @@ def placed(config_file: str, recipe_name: str = "fp8") -> placement.Placement:
     config = json.loads((CONFIGS / config_file).read_text())
     r = recipe.load(recipe_name)
     sides = [
-        engines.ServeSide("original", "original", shipped.original_bytes(config), "auto"),
-        engines.ServeSide("quantized", r.name, artifact_bytes(r, config), "auto"),
+        engines.ServeSide("original", "original", geometry.of(config).original_bytes, "auto"),
+        engines.ServeSide("quantized", r.name, artifact_bytes(r, geometry.of(config)), "auto"),
     ]
-    return engines.serve_placement(config, sides, devices.seen(), USERS, CONTEXT)
+    return engines.serve_placement(geometry.of(config), sides, devices.seen(), USERS, CONTEXT)
 
 
 def launched(side: placement.SidePlace) -> server.Launch:

@@ -4,7 +4,7 @@
 from pipeline.config import recipe
 from pipeline.core.rundir import StageEntry
 from pipeline.models import aliases
-from pipeline.planning import deployment
+from pipeline.planning import deployment, geometry
 from pipeline.publish import card
 from pipeline.publish.results import UsedResult
 
@@ -48,7 +48,7 @@ def test_the_tiny_fp8_block_artifacts_record_renders_its_refusals():
     """What the quantize stage records for tiny-llama × fp8-block (4 heads, 2 KV heads): TP 1
     loads; TP 2 and 4 split the 128-wide blocks; TP 8 the heads refuse. No experts: no EP rows."""
     config = aliases.load_config(aliases.resolve("tiny-llama"))
-    recorded = deployment.layouts(config, recipe.load("fp8-block"))
+    recorded = deployment.layouts(geometry.of(config), recipe.load("fp8-block"))
     assert [(r["tp"], r["loads"]) for r in recorded] == [(1, True), (2, False), (4, False),
                                                          (8, False)]  # fmt: skip
     table = card.loads_at(recorded)
@@ -59,7 +59,7 @@ def test_the_tiny_fp8_block_artifacts_record_renders_its_refusals():
 
 def test_a_moe_artifacts_record_has_expert_parallel_rows_that_load():
     config = aliases.load_config(aliases.resolve("qwen3-30b-a3b"))
-    recorded = deployment.layouts(config, recipe.load("gptq"))
+    recorded = deployment.layouts(geometry.of(config), recipe.load("gptq"))
     by = {(r["tp"], r["expert_parallel"]): r for r in recorded}
     assert by[(2, False)]["loads"] and not by[(4, False)]["loads"]
     assert by[(8, True)]["loads"] and "into 96" in by[(8, False)]["why"]

@@ -4,6 +4,7 @@ import pytest
 
 from pipeline.config import recipe
 from pipeline.models import aliases
+from pipeline.planning import geometry
 from pipeline.quantize import memory, model_free, plan
 
 GIB = 2**30
@@ -20,7 +21,9 @@ def test_data_free_recipes_and_only_they_take_the_model_free_path():
 def _plan(alias: str, name: str, route: dict, gpus=(), samples=0, seq=0) -> dict:
     config = aliases.load_config(aliases.resolve(alias))
     cal = {"samples": samples, "max_seq_length": seq}
-    return plan.build(recipe.load(name), config, {"name": alias}, cal, list(gpus), route)
+    return plan.build(
+        recipe.load(name), geometry.of(config), {"name": alias}, cal, list(gpus), route
+    )
 
 
 def test_model_free_memory_follows_the_largest_shard_not_the_model():
@@ -57,9 +60,9 @@ def test_oneshot_holds_the_model_in_float32_only_to_calibrate_on_a_cpu():
 @pytest.mark.parametrize("on_gpu", [False, True])
 def test_calibration_adds_cached_layer_inputs_and_on_cpu_the_gptq_hessians(on_gpu):
     config = aliases.load_config(aliases.resolve("llama3-8b"))
-    terms = memory.calibration_bytes(config, 512, 2048, gptq=True, on_gpu=on_gpu)
+    terms = memory.calibration_bytes(geometry.of(config), 512, 2048, gptq=True, on_gpu=on_gpu)
     width = 2 if on_gpu else 4
     assert terms["cached layer inputs and outputs"] == 2 * 512 * 2048 * 4096 * width
     hessians = (6 * 4096**2 + 14336**2) * 4  # q k v o gate up take 4096 inputs, down 14336
     assert terms.get("GPTQ Hessians of one layer") == (None if on_gpu else hessians)
-    assert memory.calibration_bytes(config, 0, 2048, gptq=True, on_gpu=False) == {}
+    assert memory.calibration_bytes(geometry.of(config), 0, 2048, gptq=True, on_gpu=False) == {}

@@ -4,7 +4,7 @@ import pytest
 
 from pipeline.config import recipe
 from pipeline.config.schemes import scheme_from_args
-from pipeline.planning import weights
+from pipeline.planning import geometry, weights
 from pipeline.quantize import plan
 
 
@@ -80,9 +80,11 @@ def test_nvfp4_ideal_is_four_bits_plus_an_fp8_scale_per_16_plus_global_scales(tm
     rest = 2 * 4096 * 256 + 256 * (2 * 4 + 1)
     for name, globals_per_linear in (("nvfp4a16", 1), ("nvfp4", 2)):
         expected = linear * (4 + 8 / 16) / 8 + 28 * globals_per_linear * 4 + rest * 2
-        got = weights.artifact_bytes(recipe.load(str(RECIPES_DIR / f"{name}.yaml")), CONFIG)
+        got = weights.artifact_bytes(
+            recipe.load(str(RECIPES_DIR / f"{name}.yaml")), geometry.of(CONFIG)
+        )
         assert got == int(expected), name
-    mx = weights.artifact_bytes(recipe.load(str(RECIPES_DIR / "mxfp4.yaml")), CONFIG)
+    mx = weights.artifact_bytes(recipe.load(str(RECIPES_DIR / "mxfp4.yaml")), geometry.of(CONFIG))
     assert mx == int(linear * (4 + 8 / 32) / 8 + rest * 2)
 
 
@@ -112,7 +114,7 @@ def test_artifact_bytes_count_each_scale(tmp_path, scheme, weight_bytes, scales)
     linear = 4 * (2 * 256 * 256 + 2 * 128 * 256 + 3 * 768 * 256)
     rest = 2 * 4096 * 256 + 256 * (2 * 4 + 1)  # embeddings, LM head, norms: 16-bit
     expected = linear * weight_bytes + scales * 2 + rest * 2
-    assert weights.artifact_bytes(recipe.load(str(path)), CONFIG) == expected
+    assert weights.artifact_bytes(recipe.load(str(path)), geometry.of(CONFIG)) == expected
 
 
 def test_the_dry_run_says_how_a_distributed_quantize_runs(tmp_path):

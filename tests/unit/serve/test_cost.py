@@ -7,7 +7,7 @@ from pipeline.config import recipe
 from pipeline.config.recipe import ServeSettings
 from pipeline.models import aliases
 from pipeline.perf import prices
-from pipeline.planning import gpus
+from pipeline.planning import geometry, gpus
 from pipeline.serve import cost
 from pipeline.serve.results import Level, Measurement, Run, Slo, SloSide
 
@@ -80,7 +80,7 @@ def test_measured_over_bound_is_the_bound_step_over_the_measured_tpot():
     hw = gpus.SPECS["H100-80GB"]
     o = side([level(1, 100, tpot=20.0)], 1)
     q = side([level(1, 150, tpot=10.0)], 1)
-    found = cost.against_bound(config, recipe.load("fp8"), o, q, settings, hw)
+    found = cost.against_bound(geometry.of(config), recipe.load("fp8"), o, q, settings, hw)
     assert found.context == 128 + 32
     (lo,), (lq,) = found.original, found.quantized
     # bf16 Llama-3-8B, one sequence: ~15 GB read at 3.35 TB/s ≈ 4.5 ms a step

@@ -48,14 +48,30 @@ def test_missing_lines_are_simply_absent():
     assert engine_facts.from_log("nothing useful\n") == {}
 
 
+PAGE = """\
+# HELP python_gc_objects_collected_total Objects collected during gc
+# TYPE python_gc_objects_collected_total counter
+python_gc_objects_collected_total{generation="0"} 1234.0
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="128",cache_dtype="fp8",kv_cache_memory_bytes="1073741824",\
+kv_cache_size_tokens="1048576",kv_cache_max_concurrency="1024.0",num_cpu_blocks="None"} 1.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25
+# HELP vllm:num_preemptions_total Cumulative number of preemption from the engine.
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0",model_name="m"} 3.0
+"""
+
+
 def test_metrics():
-    samples = {
-        'vllm:cache_config_info{block_size="128",cache_dtype="fp8",kv_cache_memory_bytes='
-        '"1073741824",kv_cache_size_tokens="1048576",kv_cache_max_concurrency="1024.0",'
-        'num_cpu_blocks="None"}': "1.0",
-        'vllm:kv_cache_usage_perc{engine="0",model_name="m"}': "0.25",
-        'vllm:num_preemptions_total{engine="0",model_name="m"}': "3.0",
-    }
+    samples = engine_facts.samples(PAGE)
+    assert {s.name for s in samples} == {
+        "vllm:cache_config_info",
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_preemptions_total",
+    }  # vLLM's only
     info = engine_facts.from_metrics(samples)
     assert info == {
         "kv_cache_size_tokens": 1_048_576,
@@ -67,6 +83,7 @@ def test_metrics():
     assert engine_facts.metric(samples, "vllm:kv_cache_usage_perc") == 0.25
     assert engine_facts.metric(samples, "vllm:num_preemptions_total") == 3.0
     assert engine_facts.metric(samples, "vllm:absent") is None
+    assert engine_facts.samples("not a metrics page {") == []  # optional facts: none
 
 
 def test_memory_comparison():

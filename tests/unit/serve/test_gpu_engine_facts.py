@@ -14,7 +14,7 @@ from pipeline import serving_env
 from pipeline.config import recipe
 from pipeline.config.recipe import ServeSettings
 from pipeline.core import devices
-from pipeline.planning import kv_cache
+from pipeline.planning import geometry, kv_cache
 from pipeline.planning.placement import Placement, SidePlace
 from pipeline.serve import engine_facts, server
 from pipeline.serve.results import EngineFacts, Measurement
@@ -72,22 +72,22 @@ def test_recorded_gpu_metrics_give_blocks_not_bytes(monkeypatch):
 
 def test_gpu_pool_is_the_blocks_in_the_planners_bytes(monkeypatch):
     engine = EngineFacts.model_validate(recorded_engine(monkeypatch))
-    pool = kv_pool_bytes(engine, LLAMA_3_8B, "auto")
+    pool = kv_pool_bytes(engine, geometry.of(LLAMA_3_8B), "auto")
     assert pool == POOL
     # within the log's rounding of the available memory the blocks came from
     assert 0 <= engine.available_kv_gib * kv_cache.GIB - pool < 0.005 * kv_cache.GIB + PER_TOKEN
     # the prediction counts vLLM's own blocks: what it logged and published
-    tokens = kv_cache.kv_tokens(pool, LLAMA_3_8B, "auto", MAX_LEN, BLOCK, 8192)
+    tokens = kv_cache.kv_tokens(pool, geometry.of(LLAMA_3_8B), "auto", MAX_LEN, BLOCK, 8192)
     assert tokens == engine.kv_cache_tokens == engine.kv_cache_size_tokens
     # blocks are the engine's, the same on every rank: TP and PP do not change the pool
-    assert kv_pool_bytes(engine, LLAMA_3_8B, "auto", tp=2, pp=2) == POOL
+    assert kv_pool_bytes(engine, geometry.of(LLAMA_3_8B), "auto", tp=2, pp=2) == POOL
 
 
 def test_cpu_pool_is_still_the_published_bytes():
     """vLLM's CPU build publishes VLLM_CPU_KVCACHE_SPACE as kv_cache_memory_bytes (and its
     blocks too): the pool stays the bytes."""
     engine = EngineFacts(kv_cache_memory_bytes=2**30, num_gpu_blocks=8192, block_size=128)
-    assert kv_pool_bytes(engine, LLAMA_3_8B, "auto") == 2**30
+    assert kv_pool_bytes(engine, geometry.of(LLAMA_3_8B), "auto") == 2**30
 
 
 def test_a_hybrid_pool_comes_from_the_available_memory():
@@ -96,11 +96,11 @@ def test_a_hybrid_pool_comes_from_the_available_memory():
     hybrid = {**LLAMA_3_8B, "sliding_window": 4096}
     hybrid["layer_types"] = ["sliding_attention", "full_attention"] * 16
     engine = EngineFacts(num_gpu_blocks=55_674, block_size=16, available_kv_gib=54.37)
-    assert kv_pool_bytes(engine, hybrid, "auto") == int(54.37 * kv_cache.GIB)
+    assert kv_pool_bytes(engine, geometry.of(hybrid), "auto") == int(54.37 * kv_cache.GIB)
     # TP 2 splits the 8 KV heads: one rank's bytes are half the planner's (all heads)
-    assert kv_pool_bytes(engine, hybrid, "auto", tp=2) == int(2 * 54.37 * kv_cache.GIB)
-    assert kv_pool_bytes(engine, hybrid, "auto", pp=2) is None  # one stage's layers
-    assert kv_pool_bytes(EngineFacts(block_size=16), LLAMA_3_8B, "auto") is None
+    assert kv_pool_bytes(engine, geometry.of(hybrid), "auto", tp=2) == int(2 * 54.37 * kv_cache.GIB)
+    assert kv_pool_bytes(engine, geometry.of(hybrid), "auto", pp=2) is None  # one stage's layers
+    assert kv_pool_bytes(EngineFacts(block_size=16), geometry.of(LLAMA_3_8B), "auto") is None
 
 
 @pytest.fixture
@@ -119,7 +119,7 @@ def test_a_serve_of_recorded_gpu_outputs_predicts_kv_tokens_and_memory_bound(
     monkeypatch, h100_host
 ):
     """ServeStage._predicted and _slo on the recorded engine (both sides: the wiring, not a
-    comparison), with the stage's inputs stubbed: a quantize stage's config and recipe, the
+    comparison), with the stage's inputs stubbed: a quantize stage's geometry and recipe, the
     settings and a placement on the one H100."""
     settings = ServeSettings()
     measured = Measurement(
@@ -130,7 +130,7 @@ def test_a_serve_of_recorded_gpu_outputs_predicts_kv_tokens_and_memory_bound(
         SidePlace(key, key, tuple(h100_host), 1, 0.45) for key in ("original", "quantized")
     )
     stage = SimpleNamespace(
-        quantize=SimpleNamespace(config=LLAMA_3_8B, recipe=recipe.load("fp8")),
+        quantize=SimpleNamespace(geometry=geometry.of(LLAMA_3_8B), recipe=recipe.load("fp8")),
         settings=settings,
         placement=Placement("shared", sides, "one GPU"),
     )

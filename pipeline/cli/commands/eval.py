@@ -1,0 +1,21 @@
+"""`pipeline eval`: the artifact against its base (perplexity, KL, top-token agreement)."""
+
+import argparse
+
+from pipeline.cli import common_flags
+from pipeline.cli.chain import one_stage
+from pipeline.core.outcome import Outcome
+
+NAME = "eval"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    common_flags.model_args(p)
+    p.add_argument("--backend", choices=["hf", "vllm"], help="default: the recipe's eval.backend")
+    p.add_argument("--force", action="store_true", help="redo the evaluation even if cached")
+    common_flags.json_flag(p)
+    common_flags.dry_run(p)
+
+
+def handle(args: argparse.Namespace) -> Outcome:
+    return one_stage(args, NAME, backend=args.backend)

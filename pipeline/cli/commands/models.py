@@ -1,0 +1,20 @@
+"""`pipeline models`: the model aliases and the embedded tiny model."""
+
+import argparse
+
+from tabulate import tabulate
+
+from pipeline.core.outcome import Outcome
+from pipeline.models import aliases
+
+NAME = "models"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    pass  # no flags of its own
+
+
+def handle(args: argparse.Namespace) -> Outcome:
+    tiny = (aliases.TINY, "embedded: trained here from Python's own docs (default)")
+    print(tabulate([tiny, *aliases.ALIASES.items()], tablefmt="plain", disable_numparse=True))
+    return Outcome.of(NAME, "ok")

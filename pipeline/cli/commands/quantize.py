@@ -1,0 +1,42 @@
+"""`pipeline quantize`: a recipe's artifact (or with `--import` a checkpoint quantized elsewhere);
+`--dry-run` prints its plan and whether this host fits it.
+
+The quantize plan's renderer is imported inside `handle`, like the stages: the parser imports
+every command's module and should load none of them."""
+
+import argparse
+import json
+
+from pipeline.cli import common_flags
+from pipeline.cli.artifact_stage import quantize_stage
+from pipeline.cli.chain import run_flow
+from pipeline.core.outcome import Outcome
+
+NAME = "quantize"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    common_flags.model_args(p, "--import")
+    p.add_argument("--num-samples", type=int, help="override the recipe's calibration samples")
+    p.add_argument("--max-seq-length", type=int, help="override the recipe's sequence length")
+    p.add_argument("--force", action="store_true", help="redo even if the cached result is valid")
+    p.add_argument(
+        "--nproc", type=int, default=1, help="calibrate in N processes under torchrun (GPU each)"
+    )
+    common_flags.path_args(p)
+    common_flags.dry_run(p, help="print the plan; load no weights")
+    common_flags.json_flag(p, help="the outcome (with --dry-run: the plan)")
+
+
+def handle(args: argparse.Namespace) -> Outcome:
+    q = quantize_stage(args, num_samples=args.num_samples, max_seq_length=args.max_seq_length)
+    if args.dry_run:
+        from pipeline.quantize.plan import render
+
+        plan = q.plan()
+        render = getattr(q, "render_plan", render)  # an import's plan is its detected format
+        if "host_fit" not in plan:  # an import's plan says what it checked instead
+            plan["host_fit"] = q.memory_verdict(q.max_memory) or "fits"
+        print(json.dumps(plan, indent=2) if args.json else render(plan))
+        return Outcome.of(NAME, "ok", model=q.ref.name, recipe=q.recipe.name)
+    return run_flow(args, q, (), force={NAME} if args.force else set())

@@ -1,0 +1,37 @@
+"""`pipeline recipes`: the shipped recipes, what each makes and where vLLM serves it."""
+
+import argparse
+
+from tabulate import tabulate
+
+from pipeline import serving_env
+from pipeline.config import recipe
+from pipeline.core.outcome import Outcome
+
+NAME = "recipes"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    pass  # no flags of its own
+
+
+HEADERS = ("recipe", "scheme", "how", "serves on (vLLM)", "GPU capability", "description")
+
+
+def rows() -> list[tuple[str, ...]]:
+    """One row per shipped recipe, HEADERS' cells (docs/reference/recipes.md shows the same)."""
+    found = []
+    for name in recipe.shipped():
+        rf = recipe.load(name)
+        scheme = rf.scheme()
+        how = "+".join(n.removesuffix("Modifier") for n, _ in rf.modifiers())
+        how = how or f"vLLM online {rf.online}"
+        serves, capability = serving_env.serves_on(rf), serving_env.gpu_capability(scheme)
+        found.append((name, scheme.name if scheme else "-", how, serves, capability,
+                      rf.spec.description))  # fmt: skip
+    return found
+
+
+def handle(args: argparse.Namespace) -> Outcome:
+    print(tabulate(rows(), HEADERS, tablefmt="plain", disable_numparse=True))
+    return Outcome.of(NAME, "ok")

@@ -1,0 +1,83 @@
+"""`pipeline run`: quantize → eval → serve, each reused when cached; one summary table at the
+end. What this host cannot do is refused before the first stage (unless --skip-unsupported).
+
+flow and show are imported inside the functions: they load the stages, which the parser (it
+imports every command's module) should not."""
+
+import argparse
+
+from pipeline.cli import common_flags
+from pipeline.cli.artifact_stage import quantize_stage
+from pipeline.cli.chain import dry_run, refuse_what_this_host_cannot, run_flow
+from pipeline.core.errors import UserError
+from pipeline.core.outcome import Outcome
+
+NAME = "run"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    common_flags.model_args(p)
+    p.add_argument("--backend", choices=["hf", "vllm"], help="eval backend")
+    p.add_argument("--stages", default="eval,serve", help="after quantize (default eval,serve)")
+    p.add_argument("--nproc", type=int, default=1, help="quantize in N processes (torchrun)")
+    p.add_argument(
+        "--force",
+        nargs="?",
+        const="all",
+        metavar="STAGE",
+        help="redo every stage even if cached; --force STAGE: only that one (quantize, eval, "
+        "serve)",
+    )
+    common_flags.path_args(p)
+    p.add_argument(
+        "--skip-unsupported", action="store_true", help="record stages this host cannot run"
+    )
+    common_flags.serving(p)
+    common_flags.dry_run(p)
+    common_flags.json_flag(p)
+
+
+def handle(args: argparse.Namespace) -> Outcome:
+    stages = _stages(args.stages)
+    forced(args.force, stages)  # a bad stage name: one line before anything loads
+    q = quantize_stage(args)
+    if args.dry_run:
+        return dry_run(args, q, stages, NAME)
+    if not args.skip_unsupported:
+        refuse_what_this_host_cannot(args, q, stages)
+    outcome = run_flow(args, q, stages, backend=args.backend, force=forced(args.force, stages))
+    _print_table(outcome)
+    return outcome
+
+
+def _stages(text: str) -> tuple[str, ...]:
+    from pipeline import flow
+
+    stages = tuple(s.strip() for s in text.split(",") if s.strip())
+    unknown = [s for s in stages if s not in flow.STAGES]
+    if unknown:
+        raise UserError(f"--stages: unknown stage {unknown[0]!r} (valid: eval, serve)")
+    return stages
+
+
+def forced(force: str | None, stages: tuple[str, ...]) -> set[str]:
+    """`run --force` redoes every stage of the run; `--force STAGE` that one."""
+    every = {"quantize", *stages}
+    if force is None:
+        return set()
+    if force == "all":
+        return every
+    if force not in every:
+        raise UserError(
+            f"--force {force}: not a stage of this run (valid: {', '.join(sorted(every))})"
+        )
+    return {force}
+
+
+def _print_table(outcome: Outcome) -> None:
+    from pipeline.cli import show
+
+    text = show.run_summary(outcome)
+    if text:
+        print()
+        print(text)

@@ -1,0 +1,21 @@
+"""`pipeline serve`: the artifact and its base in vLLM, memory and throughput side by side."""
+
+import argparse
+
+from pipeline.cli import common_flags
+from pipeline.cli.chain import one_stage
+from pipeline.core.outcome import Outcome
+
+NAME = "serve"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    common_flags.model_args(p)
+    common_flags.serving(p)
+    p.add_argument("--force", action="store_true", help="re-measure even if cached")
+    common_flags.json_flag(p)
+    common_flags.dry_run(p)
+
+
+def handle(args: argparse.Namespace) -> Outcome:
+    return one_stage(args, NAME)

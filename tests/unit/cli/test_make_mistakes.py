@@ -1,0 +1,35 @@
+"""Mistakes made through `make` that the pipeline cannot see (a variable left empty or out):
+refused by the Makefile itself in one line, exit 2, before any command runs."""
+
+import subprocess
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["run", "ARTIFACT="], "ARTIFACT is empty: give a folder or org/name[@revision]"),
+        (["quantize", "ARTIFACT= "], "ARTIFACT is empty"),
+        (["search"], "make search needs TARGET_BITS=<average bits per weight"),
+        (["search", "TARGET_BITS="], "e.g. make search MODEL=tiny-llama TARGET_BITS=6"),
+    ],
+)
+def test_an_empty_or_missing_make_variable_is_one_line_exit_2(argv, says):
+    done = subprocess.run(["make", "-s", *argv], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], done.stderr
+
+
+def test_an_artifact_left_out_or_given_is_passed_as_it_is():
+    def expanded(*argv: str) -> str:
+        done = subprocess.run(["make", "-n", "-s", *argv], cwd=REPO, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()[-1].strip()
+
+    assert "--artifact" not in expanded("run") and "--recipe fp8" in expanded("run")
+    assert '--artifact "org/ckpt"' in expanded("run", "ARTIFACT=org/ckpt")
+    assert expanded("test", "ARTIFACT=").endswith("--dist loadgroup")  # other targets: no check
