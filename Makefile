@@ -36,6 +36,11 @@ endif
 endif
 # make compare RECIPES=fp8,w4a16-rtn,gptq: each quantized and evaluated (cached), one table + plot
 RECIPES    ?=
+ifneq ($(filter compare,$(MAKECMDGOALS)),)
+ifeq ($(origin RECIPES)$(strip $(RECIPES)),command line)
+$(error RECIPES is empty: give recipes separated by commas (RECIPES=fp8,gptq), or leave RECIPES out for the defaults)
+endif
+endif
 
 .PHONY: setup quantize eval serve run compare search publish nightly report plan advise recipes models schemas gpu-check gpu-wheels \
 	docs docs-serve docs-pages \

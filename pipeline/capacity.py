@@ -84,7 +84,7 @@ def plan(
     gpus: Inventory,
     budget: Budget | None = None,
 ) -> list[Row]:
-    """Rows for the original (as it ships: planning/shipped.py) and each recipe, × each KV
+    """Rows for the original (as it ships: Geometry.original_bytes) and each recipe, × each KV
     dtype."""
     budget = budget or Budget()
     scheduled = budget.scheduled_on(gpus)

@@ -127,9 +127,19 @@ def _disk(stages: dict, refusals: list) -> list[dict]:
         if place["total_bytes"] > place["free_bytes"]:
             refusals.append(
                 f"disk: the chain writes ~{place['total_bytes'] / GIB:.1f} GiB under {roots}; "
-                f"{place['free_bytes'] / GIB:.1f} GiB free there"
+                f"{place['free_bytes'] / GIB:.1f} GiB free there; point "
+                f"{_fix(place['roots'])} at a bigger disk"
             )
     return found
+
+
+def _fix(roots: set) -> str:
+    """The variables that move what the chain writes under `roots`."""
+    from pipeline.core.paths import hub_cache
+
+    hub = str(hub_cache()) in roots
+    runs = str(runs_root()) in roots
+    return " or ".join(["HF_HUB_CACHE"] * hub + ["RUNS_DIR"] * runs) or "them"
 
 
 def _engines(g, sides: dict, gpus, users: int, context: int, refusals: list, recipe=None) -> dict:
@@ -425,4 +435,19 @@ def render(plan: dict) -> str:
         )
     for refusal in plan["refusals"]:
         lines.append(f"refused     {refusal}")
+    return "\n".join(lines)
+
+
+def disk_and_time_lines(plan: dict) -> str:
+    """The quantize plan's tail: what it writes where, the free space there, its time and
+    what this host refuses (`plan`: the quantize plan with the chain's files, disk, time and
+    refusals)."""
+    lines = [f"disk        {size / GIB:8.2f} GiB  {what}" for what, size in plan["files"]]
+    for place in plan["disk"]:
+        lines.append(
+            f"disk total  ~{place['total_bytes'] / GIB:.1f} GiB under {place['roots']}; "
+            f"{place['free_bytes'] / GIB:.1f} GiB free there"
+        )
+    lines.append(f"time        {plan['time']}")
+    lines += [f"refused     {refusal} (exit 4)" for refusal in plan["refusals"]]
     return "\n".join(lines)

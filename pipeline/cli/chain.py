@@ -30,7 +30,8 @@ def refuse_what_this_host_cannot(args: argparse.Namespace, q, stages: tuple[str,
     """Not hours in: the plan's first refusal, before any stage runs."""
     from pipeline import chain_plan
 
-    plan = chain_plan.build(q, stages, args.backend, serve_overrides(args, stages))
+    backend = getattr(args, "backend", None)  # quantize alone has none
+    plan = chain_plan.build(q, stages, backend, serve_overrides(args, stages))
     if refusals := plan["refusals"]:
         raise NotOnThisHost(f"{refusals[0]} (--dry-run shows the whole plan)")
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 DOCS = "docs/ (make docs-serve: http://127.0.0.1:8000)"
 
 TOOL = f"""\
-Quantize an open-weight LLM with a recipe (FP8, AWQ or GPTQ W4A16, INT8: llm-compressor),
+Quantize an open-weight LLM with a recipe (llm-compressor; 13 shipped: FP8, FP8 blocks, W4A16 by
+GPTQ, AWQ, AutoRound or round-to-nearest, W8A16, INT8, NVFP4, MXFP4 …; `recipes` lists them),
 measure what it lost against the original (perplexity, KL divergence, top-token agreement),
 serve both in vLLM to compare memory and throughput, and publish the artifact with a model card.
 Results land in runs/<model>/<recipe>/ (RUNS_DIR); a stage whose inputs are unchanged is reused.

@@ -28,7 +28,7 @@ from pipeline.core.errors import UserError
 from pipeline.core.rundir import RunDir
 from pipeline.external import formats, match, source
 from pipeline.models import aliases, checkpoint
-from pipeline.planning import geometry
+from pipeline.planning import deployment, geometry
 from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize import verify
 from pipeline.quantize.stage import QuantizeStage
@@ -180,6 +180,8 @@ class ImportStage(QuantizeStage):
         steps.update()
         steps.close()
         metrics["external"] = {"artifact": self.external.given, **fmt.describe()}
+        # where vLLM 0.32 loads it, from the scheme its format declares: the card's table
+        metrics["layouts"] = deployment.layouts(self.geometry, self.recipe)
         metrics["peak_rss_bytes"] = environment.peak_rss_bytes()
         metrics["calibration_samples"] = 0
         return metrics

@@ -9,7 +9,8 @@ import json
 
 from pipeline.cli import common_flags
 from pipeline.cli.artifact_stage import quantize_stage
-from pipeline.cli.chain import run_flow
+from pipeline.cli.chain import refuse_what_this_host_cannot, run_flow
+from pipeline.core.errors import NotOnThisHost
 from pipeline.core.outcome import Outcome
 
 NAME = "quantize"
@@ -31,12 +32,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> Outcome:
     q = quantize_stage(args, num_samples=args.num_samples, max_seq_length=args.max_seq_length)
     if args.dry_run:
+        from pipeline import chain_plan
         from pipeline.quantize.plan import render
 
         plan = q.plan()
         render = getattr(q, "render_plan", render)  # an import's plan is its detected format
         if "host_fit" not in plan:  # an import's plan says what it checked instead
             plan["host_fit"] = q.memory_verdict(q.max_memory) or "fits"
-        print(json.dumps(plan, indent=2) if args.json else render(plan))
+        # disk (the download, the artifact) and time, as the chain plans them
+        chain = chain_plan.build(q, ())
+        plan |= {k: chain[k] for k in ("disk", "refusals")}
+        plan["time"] = chain["stages"]["quantize"]["time"]
+        plan["files"] = chain["stages"]["quantize"]["files"]
+        text = render(plan) + "\n" + chain_plan.disk_and_time_lines(plan)
+        print(json.dumps(plan, indent=2) if args.json else text)
+        if plan["refusals"]:
+            raise NotOnThisHost(plan["refusals"][0])
         return Outcome.of(NAME, "ok", model=q.ref.name, recipe=q.recipe.name)
+    refuse_what_this_host_cannot(args, q, ())  # short disk or memory: before any download
     return run_flow(args, q, (), force={NAME} if args.force else set())

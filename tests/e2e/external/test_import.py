@@ -76,6 +76,9 @@ def test_import_records_the_format_and_the_path_taken(external, imported_eval, s
     # sizes: the shipped tensors, against the W4A16 ideal (GPTQ adds g_idx and zero points)
     assert 1.0 <= q["metrics"]["ratio_to_ideal"] < 1.03
     assert q["metrics"]["quantized_modules"] == 28
+    # where it loads, recorded for the card as for a quantized artifact (groups of 128)
+    layouts = {r["tp"]: r["loads"] for r in q["metrics"]["layouts"]}
+    assert layouts[1] and set(layouts) == {1, 2, 4, 8}
 
 
 def test_the_same_quantization_drifts_alike_in_every_format(imported_eval):

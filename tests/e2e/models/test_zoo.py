@@ -160,6 +160,8 @@ def test_mixtral_card_names_vllm_as_its_loader(zoo, zoo_runs, short_eval, tmp_pa
     assert card.data.library_name is None
     assert "from vllm import LLM" in card.text and "from transformers import" not in card.text
     assert "4 parameters left randomly initialised" in card.text
+    assert "Loads in vLLM 0.32 at" in card.text  # a MoE artifact's layouts, EP rows among them
+    assert "with `--enable-expert-parallel`" in card.text
 
 
 @pytest.mark.parametrize("alias", ["mixtral-8x7b", "qwen3-30b-a3b"])

