@@ -172,10 +172,19 @@ def checks_for(shown: Shown, tmp) -> list[Check]:
     return found
 
 
+def clean_env() -> dict:
+    """This environment less what a parent make passes down (under `make test ARGS=…`, its
+    ARGS would reach every make line run here)."""
+    return {k: v for k, v in os.environ.items() if k not in MAKE_LEAKS}
+
+
+MAKE_LEAKS = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "ARGS", "MODEL", "RECIPE")
+
+
 def _make(shown: Shown, argv: list[str], env: dict, not_run: bool) -> list[Check]:
     done = subprocess.run(
         ["make", "-n", "-s", "--no-print-directory", *argv[1:]],
-        cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
+        cwd=REPO, env={**clean_env(), **env}, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, f"{shown.where}: `{shown.line}`: make -n: {done.stderr.strip()}"
     lines = done.stdout.replace("\\\n", " ").splitlines()
@@ -237,7 +246,7 @@ def _allowed(check: Check, done) -> bool:
 
 def _run(check: Check) -> str | None:
     done = subprocess.run(
-        check.argv, cwd=REPO, env={**os.environ, **check.env}, capture_output=True, text=True,
+        check.argv, cwd=REPO, env={**clean_env(), **check.env}, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
     if (done.returncode in check.ok or _allowed(check, done)) and "Traceback" not in done.stderr:

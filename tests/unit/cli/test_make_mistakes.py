@@ -6,6 +6,7 @@ import subprocess
 import pytest
 
 from tests.conftest import REPO
+from tests.unit.cli.test_doc_commands import clean_env
 
 
 @pytest.mark.parametrize(
@@ -19,7 +20,9 @@ from tests.conftest import REPO
     ],
 )
 def test_an_empty_or_missing_make_variable_is_one_line_exit_2(argv, says):
-    done = subprocess.run(["make", "-s", *argv], cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run(
+        ["make", "-s", *argv], cwd=REPO, capture_output=True, text=True, env=clean_env()
+    )
     assert done.returncode == 2 and done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], done.stderr
@@ -27,7 +30,9 @@ def test_an_empty_or_missing_make_variable_is_one_line_exit_2(argv, says):
 
 def test_an_artifact_left_out_or_given_is_passed_as_it_is():
     def expanded(*argv: str) -> str:
-        done = subprocess.run(["make", "-n", "-s", *argv], cwd=REPO, capture_output=True, text=True)
+        done = subprocess.run(
+            ["make", "-n", "-s", *argv], cwd=REPO, capture_output=True, text=True, env=clean_env()
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.splitlines()[-1].strip()
 
