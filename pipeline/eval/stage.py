@@ -41,6 +41,7 @@ class EvalStage(AfterQuantize):
     settings: EvalSettings
     backend: str
     backend_reason: str | None = None  # why "auto" chose it
+    _load_seconds = 0.0  # not a field: the time work() spent loading models, set as it loads
     name: str = "eval"
     folder: str = "eval"
     _windows: dict = field(default_factory=dict, repr=False)
