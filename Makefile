@@ -133,7 +133,7 @@ plan: $(VENV)/.installed
 # The GPU paths in minutes on a GPU host (quantize, hf and vLLM eval, paired serve): one table;
 # exit 4 where no GPU is visible. make gpu-check ARGS="--json gpu-check.json"
 gpu-check: $(VENV)/.installed
-	$(VENV)/bin/python -m pipeline.gpu_check $(ARGS)
+	$(VENV)/bin/python -m pipeline.core.gpu_check $(ARGS)
 
 # The wheels a bare GPU machine lacks for gpu-check (requirements/gpu-carry.txt), for Python 3.12,
 # in .carry/wheels (git-ignored; carry it there and run pipeline/gpu_check_bare.sh)

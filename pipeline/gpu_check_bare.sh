@@ -14,4 +14,4 @@ SITE="${TMPDIR:-/tmp}/gpu-check-site"
 # --upgrade: a rerun replaces what an earlier run installed there, never keeps it
 python3 -m pip install -q --no-index --no-deps --upgrade --target "$SITE" "$WHEELS"/*.whl
 export PYTHONPATH="$SITE:$PWD" PIPELINE_CACHE="${PIPELINE_CACHE:-$PWD/.cache}" HF_HUB_OFFLINE=1
-exec python3 -m pipeline.gpu_check --json "${OUT:-.}/gpu-check.json" "$@"
+exec python3 -m pipeline.core.gpu_check --json "${OUT:-.}/gpu-check.json" "$@"

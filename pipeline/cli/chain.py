@@ -16,7 +16,7 @@ from pipeline.core.outcome import Outcome
 
 def dry_run(args: argparse.Namespace, q, stages: tuple[str, ...], command: str) -> Outcome:
     """`--dry-run` on eval / serve / run: the plan; exit 4 when this host cannot do it."""
-    from pipeline import chain_plan
+    from pipeline.chain import plan as chain_plan
 
     backend, serve = getattr(args, "backend", None), serve_overrides(args, stages)
     plan = chain_plan.build(q, stages, backend, serve)
@@ -28,7 +28,7 @@ def dry_run(args: argparse.Namespace, q, stages: tuple[str, ...], command: str) 
 
 def refuse_what_this_host_cannot(args: argparse.Namespace, q, stages: tuple[str, ...]) -> None:
     """Not hours in: the plan's first refusal, before any stage runs."""
-    from pipeline import chain_plan
+    from pipeline.chain import plan as chain_plan
 
     backend = getattr(args, "backend", None)  # quantize alone has none
     plan = chain_plan.build(q, stages, backend, serve_overrides(args, stages))
@@ -37,7 +37,7 @@ def refuse_what_this_host_cannot(args: argparse.Namespace, q, stages: tuple[str,
 
 
 def run_flow(args: argparse.Namespace, q, stages, backend=None, force=frozenset()) -> Outcome:
-    from pipeline import flow
+    from pipeline.chain import flow
     from pipeline.cli import show
 
     prepared = flow.prepare(

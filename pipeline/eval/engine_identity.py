@@ -9,8 +9,7 @@ stay under a second.
 
 import importlib.metadata
 
-from pipeline import serving_env
-from pipeline.core import devices
+from pipeline.core import devices, serving_env
 
 # pipeline/vllm_scripts/prompt_logprobs.py and tasks._vllm_args load every model in bfloat16
 VLLM_DTYPE = "bfloat16"

@@ -16,9 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import serving_env
 from pipeline.config.recipe import EvalSettings
-from pipeline.core import devices, environment
+from pipeline.core import devices, environment, serving_env
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.rundir import StageEntry

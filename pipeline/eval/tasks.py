@@ -18,9 +18,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from pipeline import serving_env
 from pipeline.config.recipe import TaskSpec
-from pipeline.core import procs, quiet
+from pipeline.core import procs, quiet, serving_env
 from pipeline.core.errors import UserError
 from pipeline.core.files import hash_folder, sha256_json, write_json_atomic
 from pipeline.core.paths import TASKS_DIR

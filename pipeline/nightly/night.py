@@ -185,7 +185,7 @@ def verdict(rows: list[dict]) -> tuple[str, str | None]:
 
 
 def facts() -> dict:
-    from pipeline import serving_env
+    from pipeline.core import serving_env
 
     host = environment.host()
     host.pop("hostname", None)

@@ -30,7 +30,7 @@ class CardInputs:
     serve_environment: dict | None  # the manifest's serve entry environment (the hardware)
     used: UsedResult  # which eval and serve results these are
     pipeline: dict  # {"commit", "dirty"}
-    deployment: list | None = None  # pipeline/advise.py rows (bound): original, this recipe
+    deployment: list | None = None  # pipeline/advise/rank.py rows (bound): original, this recipe
     forced: list[str] = field(default_factory=list)  # why it would have been refused
 
 

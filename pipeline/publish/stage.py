@@ -227,7 +227,7 @@ def card_inputs(stage: PublishStage) -> card.CardInputs:
 
 def _deployment(q: QuantizeStage, rf) -> list[dict]:
     """The original and this recipe as `make advise` bounds them on the reference GPU."""
-    from pipeline import advise
+    from pipeline.advise import rank as advise
     from pipeline.perf import prices
     from pipeline.planning import gpus
 

@@ -4,7 +4,7 @@ paired z over the same held-out tokens; runs/<model>/search-<bits>/search.json a
 
 from pathlib import Path
 
-from pipeline import flow
+from pipeline.chain import flow
 from pipeline.config import recipe
 from pipeline.core.errors import PipelineError
 from pipeline.core.files import write_json_atomic

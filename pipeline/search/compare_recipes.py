@@ -22,7 +22,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pipeline import flow
+from pipeline.chain import flow
 from pipeline.config.strict import display
 from pipeline.core.errors import PipelineError, UserError
 from pipeline.core.files import sha256_json, write_json_atomic
@@ -82,7 +82,7 @@ def plan(stages: list[QuantizeStage], backend: str | None, serve: bool, as_json:
     """--dry-run: each recipe's chain plan; exit 4 where this host cannot do one of them."""
     import json
 
-    from pipeline import chain_plan
+    from pipeline.chain import plan as chain_plan
     from pipeline.core.errors import NotOnThisHost
 
     chain = ("eval", "serve") if serve else ("eval",)

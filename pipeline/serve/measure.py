@@ -22,13 +22,13 @@ from pipeline.core.devices import Gpu
 from pipeline.core.errors import ServerError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import VLLM_SCRIPTS
+from pipeline.core.serving_env import SERVE_PYTHON
 from pipeline.planning import geometry
 from pipeline.planning.geometry import Geometry
 from pipeline.quantize import artifact
 from pipeline.serve import engine_facts
 from pipeline.serve.results import Metrics
 from pipeline.serve.server import Server, first_error
-from pipeline.serving_env import SERVE_PYTHON
 
 MAX_MODEL_LEN = 4096  # default context when the recipe sets none: KV pools stay modest on CPU
 PERCENTILES = ("median", "p99")

@@ -24,8 +24,8 @@ from pipeline.config.recipe import ServeSettings
 from pipeline.core import procs
 from pipeline.core.devices import Gpu
 from pipeline.core.errors import ServerError, UserError
+from pipeline.core.serving_env import SERVE_PYTHON
 from pipeline.serve import engine_facts, engine_memory
-from pipeline.serving_env import SERVE_PYTHON
 
 HOST = "127.0.0.1"
 # vLLM's CPU build prints this on a normal shutdown (seen with 0.32): not an error to show

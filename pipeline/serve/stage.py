@@ -22,10 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import serving_env
 from pipeline.config.recipe import RecipeFile, ServeSettings
 from pipeline.config.strict import validated
-from pipeline.core import environment
+from pipeline.core import environment, serving_env
 from pipeline.core.errors import ServerError, UserError
 from pipeline.core.files import sha256_json, staging_dir, waiting_lock, write_json_atomic
 from pipeline.core.rundir import StageEntry

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from pipeline import capacity as planner
 from pipeline.config import recipe
+from pipeline.planning import capacity as planner
 from pipeline.planning import geometry, kv_cache
 from pipeline.planning.gpus import named
 

@@ -49,8 +49,8 @@ def test_fp4_evaluates_in_float32_with_its_activations_quantized(evaluated):
 def test_format_serves_where_the_host_has_a_kernel_else_is_refused(
     quantized, session_runs, name, scheme
 ):
-    from pipeline import serving_env
     from pipeline.config import recipe
+    from pipeline.core import serving_env
 
     needs_serving_env()
     quantized(name)

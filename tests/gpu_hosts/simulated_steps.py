@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gpu-check's steps simulated, for a host without a GPU (tests/unit/test_gpu_check.py):
+"""gpu-check's steps simulated, for a host without a GPU (tests/unit/core/test_gpu_check.py):
 `GPU_CHECK_COMMAND="python tests/gpu_hosts/simulated_steps.py"` puts it where `python -m` would
 be. It answers each step as a healthy GPU host's pipeline would — the `--json` outcome line of
 pipeline/core/outcome.py, a random-weight model's eval failing its gates with finite drift —

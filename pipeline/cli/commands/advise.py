@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> Outcome:
-    from pipeline import advise_report
+    from pipeline.advise import report as advise_report
 
     s = validated(AdviseSettings, flags.overrides(args, AdviseSettings), "advise settings")
     name, text = advise_report.report(args.model, args.recipe, args.gpu, s, args.json)

@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> Outcome:
-    from pipeline import capacity_report
+    from pipeline.planning import capacity_report
 
     settings = validated(PlanSettings, flags.overrides(args, PlanSettings), "plan settings")
     name, text = capacity_report.report(

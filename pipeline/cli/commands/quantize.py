@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> Outcome:
     q = quantize_stage(args, num_samples=args.num_samples, max_seq_length=args.max_seq_length)
     if args.dry_run:
-        from pipeline import chain_plan
+        from pipeline.chain import plan as chain_plan
         from pipeline.quantize.plan import render
 
         plan = q.plan()

@@ -4,8 +4,8 @@ import argparse
 
 from tabulate import tabulate
 
-from pipeline import serving_env
 from pipeline.config import recipe
+from pipeline.core import serving_env
 from pipeline.core.outcome import Outcome
 
 NAME = "recipes"

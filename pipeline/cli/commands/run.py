@@ -51,7 +51,7 @@ def handle(args: argparse.Namespace) -> Outcome:
 
 
 def _stages(text: str) -> tuple[str, ...]:
-    from pipeline import flow
+    from pipeline.chain import flow
 
     stages = tuple(s.strip() for s in text.split(",") if s.strip())
     unknown = [s for s in stages if s not in flow.STAGES]

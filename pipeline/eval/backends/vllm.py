@@ -19,11 +19,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline import serving_env
-from pipeline.core import environment, procs
+from pipeline.core import environment, procs, serving_env
 from pipeline.core.paths import VLLM_SCRIPTS
+from pipeline.core.serving_env import SERVE_PYTHON
 from pipeline.planning import engines
-from pipeline.serving_env import SERVE_PYTHON
 
 NAME = "vllm"
 SCRIPT = VLLM_SCRIPTS / "prompt_logprobs.py"

@@ -23,7 +23,7 @@ def test_run_with_an_auto_gptq_artifact_ends_with_the_summary(
     Test-sized: the eval settings of a recipe with a 1,024-token budget (`RECIPE=` picks whose
     settings apply; the original's vLLM reference for that budget is the eval tests'), served
     against the original's cached measurement (served_fp8's)."""
-    from pipeline import serving_env
+    from pipeline.core import serving_env
 
     needs_serving_env()
     small = tmp_path / "small.yaml"

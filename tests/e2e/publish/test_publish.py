@@ -267,8 +267,8 @@ def test_the_cards_deploy_commands_serve_the_published_model(
     import time
 
     from pipeline.core import procs
+    from pipeline.core.serving_env import SERVE_PYTHON, available
     from pipeline.serve.server import free_port, get
-    from pipeline.serving_env import SERVE_PYTHON, available
 
     if not available():
         pytest.skip("serving env not built (make setup)")

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from pipeline import serving_env
 from pipeline.config import recipe
+from pipeline.core import serving_env
 from pipeline.quantize.artifact import tensors
 from tests.conftest import REPO, SERVE_PYTHON, cli
 
@@ -178,7 +178,7 @@ def test_killed_run_leaves_nothing_that_looks_finished(tmp_path, tiny_model):
 
 @pytest.fixture(scope="session")
 def vllm_caps() -> dict:
-    from pipeline import serving_env
+    from pipeline.core import serving_env
 
     if not serving_env.available():
         pytest.skip("serving env not built (make setup)")

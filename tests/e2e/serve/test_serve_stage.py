@@ -176,7 +176,7 @@ def test_two_serve_settings_keep_their_own_results(served_fp8, session_runs):
 
 
 def test_w4a16_artifact_serves_where_the_kernel_exists(quantized, session_runs):
-    from pipeline import serving_env
+    from pipeline.core import serving_env
 
     needs_serving_env()
     if not serving_env.capabilities()["w4a16"]:
@@ -193,7 +193,7 @@ def test_w4a16_artifact_serves_where_the_kernel_exists(quantized, session_runs):
 def test_fp8_kv_cache_doubles_kv_capacity_where_it_runs(quantized, session_runs, tiny_model):
     """fp8-kv serves with kv_cache_dtype fp8: twice the original's KV tokens in the same pool,
     as the planner predicts. vLLM's CPU attention has FP8 KV only with AVX-512/AMX."""
-    from pipeline import serving_env
+    from pipeline.core import serving_env
 
     needs_serving_env()
     quantized("fp8-kv")
@@ -221,9 +221,8 @@ def test_engine_sizes_the_fp8_kv_pool_as_planned(quantized, tmp_path, tiny_model
     backend is built, so the figure exists even where the CPU attention then refuses FP8
     (AVX2). Where it serves, test_fp8_kv_cache_doubles_kv_capacity_where_it_runs compares the
     same figures from its serve run: no second engine start for it."""
-    from pipeline import serving_env
     from pipeline.config.recipe import ServeSettings
-    from pipeline.core import procs
+    from pipeline.core import procs, serving_env
     from pipeline.planning import kv_cache
     from pipeline.serve import engine_facts
     from pipeline.serve import server as vllm_server
@@ -347,7 +346,7 @@ def test_vllm_online_fp8_is_measured_where_the_build_can_else_refused_up_front(s
     """vllm-fp8: the original served with `--quantization fp8` beside itself served plainly.
     vLLM 0.32's CPU wheel stubs the FP8 activation kernel: there every command that would run
     it exits 4 with one line before anything starts; quantize records the online entry."""
-    from pipeline import serving_env
+    from pipeline.core import serving_env
 
     needs_serving_env()
     quantize = cli("quantize", "--recipe", "vllm-fp8", runs=session_runs)

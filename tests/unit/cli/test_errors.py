@@ -59,7 +59,7 @@ SERVE_CASES = {
 
 @pytest.mark.parametrize("case", list(SERVE_CASES))
 def test_bad_serve_input_is_one_line_exit_2(tmp_path, case):
-    from pipeline import serving_env
+    from pipeline.core import serving_env
 
     if not serving_env.available():
         pytest.skip("serving env not built (make setup)")

@@ -99,7 +99,7 @@ def test_user_error_is_exit_2_with_a_json_outcome(capsys, tmp_path, monkeypatch)
 
 
 def test_host_refusal_is_exit_4(capsys, tmp_path, monkeypatch):
-    from pipeline import serving_env
+    from pipeline.core import serving_env
 
     monkeypatch.setenv("RUNS_DIR", str(tmp_path))
     monkeypatch.setattr(serving_env, "available", lambda: True)

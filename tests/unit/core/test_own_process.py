@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline import flow
+from pipeline.chain import flow
 from pipeline.core import own_process
 from pipeline.core.errors import NotOnThisHost
 from tests.unit.core.test_devices import standin

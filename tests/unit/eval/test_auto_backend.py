@@ -4,9 +4,8 @@ is what is tested; tests/e2e/eval runs both backends for real.)"""
 
 from types import SimpleNamespace
 
-from pipeline import serving_env
 from pipeline.config import recipe
-from pipeline.core import environment
+from pipeline.core import environment, serving_env
 from pipeline.eval import stage
 
 

@@ -44,7 +44,7 @@ def test_the_original_task_scores_are_keyed_by_the_engine_too(monkeypatch):
 
 
 def test_the_vllm_identity_is_its_bf16_engine_and_the_serving_envs_build(monkeypatch, tmp_path):
-    from pipeline import serving_env
+    from pipeline.core import serving_env
     from tests.unit.serve.test_cuda_driver_refusal import fake_serving_env
 
     python = fake_serving_env(tmp_path, cuda="12.8")

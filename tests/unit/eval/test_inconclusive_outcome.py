@@ -4,7 +4,7 @@ one that fails outright stays `gate_failed`."""
 
 from types import SimpleNamespace
 
-from pipeline import flow
+from pipeline.chain import flow
 from pipeline.core.errors import EXIT_CODES
 from pipeline.core.outcome import Outcome, overall
 from pipeline.eval.gates import GateCheck, GateReport

@@ -57,7 +57,7 @@ def test_qwen_moe_sparse_layers_follow_step_and_mlp_only_layers():
 
 
 def test_plan_of_a_moe_counts_every_expert():
-    from pipeline import capacity
+    from pipeline.planning import capacity
     from pipeline.planning.gpus import named
 
     rows = capacity.plan(geometry.of(_mixtral()), [], ["auto"], 100, 4000, named("H100-80GB"))

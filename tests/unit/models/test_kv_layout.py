@@ -1,7 +1,7 @@
 """KV cache per layer kind, as vLLM 0.32 allocates it (pipeline/models/kv_layout.py)."""
 
-from pipeline import capacity as planner
 from pipeline.models import aliases, kv_layout
+from pipeline.planning import capacity as planner
 from pipeline.planning import geometry, kv_cache
 from pipeline.planning.gpus import named
 

@@ -3,7 +3,8 @@ never from the wording of a message: rewording one changes no verdict."""
 
 import pytest
 
-from pipeline import flow, serving_env
+from pipeline.chain import flow
+from pipeline.core import serving_env
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.outcome import Outcome, StageOutcome, overall
 from pipeline.nightly import cell, matrix

@@ -1,9 +1,9 @@
 """The one deployment planner: known answers, and `make plan` and `make advise` agreeing on it."""
 
-from pipeline import advise, capacity
+from pipeline.advise import rank as advise
 from pipeline.config import recipe
 from pipeline.models import aliases
-from pipeline.planning import deployment, geometry
+from pipeline.planning import capacity, deployment, geometry
 from pipeline.planning.gpus import named
 
 GIB = 2**30

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from pipeline import serving_env
 from pipeline.config import recipe
 from pipeline.config.schemes import PRESETS
+from pipeline.core import serving_env
 from pipeline.core.paths import VLLM_SCRIPTS
 from pipeline.models import aliases
 from pipeline.planning import geometry, layout, parallel

@@ -5,10 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import capacity
 from pipeline.models import aliases, architecture
 from pipeline.models.zoo import FAMILIES, shrunk_config
-from pipeline.planning import deployment, geometry, gpus, parallel
+from pipeline.planning import capacity, deployment, geometry, gpus, parallel
 
 
 def _config(alias: str) -> dict:

@@ -10,10 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline import serving_env
 from pipeline.config import recipe
 from pipeline.config.recipe import ServeSettings
-from pipeline.core import devices
+from pipeline.core import devices, serving_env
 from pipeline.planning import geometry, kv_cache
 from pipeline.planning.placement import Placement, SidePlace
 from pipeline.serve import engine_facts, server

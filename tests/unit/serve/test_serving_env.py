@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pipeline import serving_env
+from pipeline.core import serving_env
 from pipeline.core.paths import VLLM_SCRIPTS
 
 

@@ -10,7 +10,7 @@ from tests.conftest import REPO
 
 
 def _gpu_check(env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.gpu_check"], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "pipeline.core.gpu_check"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
 
 

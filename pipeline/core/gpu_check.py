@@ -1,6 +1,6 @@
 """`make gpu-check`: the GPU paths in a few minutes on a GPU host — one table, and JSON.
 
-    python -m pipeline.gpu_check [--runs DIR] [--json OUT.json]
+    python -m pipeline.core.gpu_check [--runs DIR] [--json OUT.json]
 
 Each step is the pipeline's own command (`python -m pipeline … --json`, a process each,
 RUNS_DIR in a fresh folder), and each row of the table says what it proves: on tiny-llama,
@@ -136,7 +136,7 @@ def _row(step: Step, holds: bool | None, seconds: float, detail: str, status: st
 
 
 def _step(step: Step, runs: Path, real: str | None) -> dict:
-    from pipeline import serving_env
+    from pipeline.core import serving_env
 
     if step.needs_vllm and not serving_env.available():
         return _row(step, None, 0.0, "no serving env (vLLM) here: make setup builds it")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pipeline import chain_plan
+from pipeline.chain import plan as chain_plan
 from pipeline.cli.main import main
 from tests.unit.cli.test_main import _probe
 

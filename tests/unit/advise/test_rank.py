@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pipeline import advise
+from pipeline.advise import rank as advise
 from pipeline.config import recipe
 from pipeline.models import aliases
 from pipeline.perf import prices

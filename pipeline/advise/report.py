@@ -1,4 +1,4 @@
-"""`make advise`'s report: the ranked deployments (advise.py) for a model, the recipes and a GPU
+"""`make advise`'s report: the ranked deployments (rank.py) for a model, the recipes and a GPU
 (or this host), as the terminal table or as JSON.
 
     advise_report.report("llama3-70b", ["fp8"], "H100-80GB", AdviseSettings(users=50))
@@ -6,7 +6,7 @@
 
 import json
 
-from pipeline import advise
+from pipeline.advise import rank as advise
 from pipeline.config import recipe
 from pipeline.config.advise_settings import AdviseSettings
 from pipeline.core.errors import UserError

@@ -2,10 +2,10 @@
 
 import pytest
 
-from pipeline import capacity as planner
 from pipeline.config import recipe
 from pipeline.core.errors import UserError
 from pipeline.models import aliases as models
+from pipeline.planning import capacity as planner
 from pipeline.planning import geometry, kv_cache
 from pipeline.planning.gpus import named
 from tests.conftest import cli

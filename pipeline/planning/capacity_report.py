@@ -6,11 +6,10 @@ the terminal table or as JSON. Imports no torch: `make plan` answers in about a 
 
 import json
 
-from pipeline import capacity
 from pipeline.config import recipe
 from pipeline.config.capacity_settings import PlanSettings
 from pipeline.models import aliases
-from pipeline.planning import geometry
+from pipeline.planning import capacity, geometry
 from pipeline.planning.deployment import Budget
 from pipeline.planning.gpus import named
 

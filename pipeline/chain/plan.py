@@ -52,7 +52,7 @@ def build(
         "stages": {},
         "refusals": [],
     }
-    from pipeline.serving_env import driver_refusals
+    from pipeline.core.serving_env import driver_refusals
 
     plan["refusals"] += driver_refusals()  # CUDA builds the driver cannot run: before any stage
     downloads = [] if q.ref.source in ("local", "tiny") else [("original (hub cache)", original)]
@@ -82,7 +82,7 @@ def _processes(stages: dict) -> None:
     and a later stage starts vLLM), so that they leave no GPU memory to the next."""
     from types import SimpleNamespace
 
-    from pipeline import flow
+    from pipeline.chain import flow
 
     kinds = [SimpleNamespace(name=n, backend=s.get("backend")) for n, s in stages.items()]
     for i, stage in enumerate(stages.values()):
