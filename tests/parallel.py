@@ -50,6 +50,13 @@ GROUPS = {
     "real-shape": ["tests/e2e/quantize/test_real_shape.py", "tests/e2e/test_real_shape_chain.py"],
 }
 GROUP_OF = {path: group for group, paths in GROUPS.items() for path in paths}
+# Session fixtures of tests/e2e's conftests that each worker would make again (a server, a
+# model, checkpoints): every test file asking for one, directly or through other fixtures, must
+# be in the group named here (tests/unit/test_parallel.py checks GROUPS against the files).
+SHARED_FIXTURES = {"served_fp8": "fp8-served", "real_shape": "real-shape", "external": "fp8-served"}
+# Session fixtures that need no group: made before the workers start (tiny_model, in
+# pytest_sessionstart), or cheap. Those using made_once (once per run) need none either.
+PER_WORKER_FIXTURES = {"tiny_model", "session_runs"}
 # Worker seconds per unit of work, measured (`make test ARGS=--durations=0`, 2-core AVX2 host,
 # 2026-12-02, CLI calls forked from the zygote): the largest are scheduled first, so that the
 # last to finish is a short one.

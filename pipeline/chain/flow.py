@@ -14,46 +14,37 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pipeline.core import own_process
+from pipeline.chain.stages import LATER
+from pipeline.core import devices, own_process
+from pipeline.core.artifact import Artifact
 from pipeline.core.errors import NotOnThisHost, PipelineError, debugging
 from pipeline.core.outcome import Outcome, StageOutcome, overall
 from pipeline.core.stage import execute
-from pipeline.quantize.stage import QuantizeStage
+from pipeline.core.stage_plan import NO_OPTIONS, Options
 
-STAGES = ("quantize", "eval", "serve")
+STAGES = ("quantize", *LATER)
 Show = Callable[[object, object, bool], None]  # (stage, entry, cached): what people see
 
 
 @dataclass
 class Flow:
     command: str
-    quantize: QuantizeStage
+    quantize: Artifact  # the stage that makes the artifact: a recipe's quantize, or an import
     later: list = field(default_factory=list)  # prepared eval / serve stages, in order
     skipped: list[StageOutcome] = field(default_factory=list)
 
 
 def prepare(
-    command: str,
-    q: QuantizeStage,
-    stages: tuple[str, ...],  # of eval and serve; quantize always runs first
-    backend: str | None = None,
-    serve_overrides: dict | None = None,
-    port: int | None = None,
-    skip_unsupported: bool = False,
+    command: str, a: Artifact, stages: tuple[str, ...], options: Options = NO_OPTIONS
 ) -> Flow:
-    from pipeline.eval.stage import EvalStage
-    from pipeline.serve.stage import ServeStage
-
-    flow = Flow(command, q)
-    makers = {
-        "eval": lambda: EvalStage.prepare(q, backend),
-        "serve": lambda: ServeStage.prepare(q, serve_overrides, port),
-    }
-    for name in (s for s in STAGES if s in stages and s != "quantize"):
+    """`stages` (of LATER; the artifact's stage always runs first), each prepared: all input
+    checked before any runs."""
+    flow = Flow(command, a)
+    for name in (s for s in LATER if s in stages):
         try:
-            flow.later.append(makers[name]())
+            flow.later.append(LATER[name].prepare(a, options))
         except NotOnThisHost as e:
-            if not skip_unsupported:
+            if not options.skip_unsupported:
                 raise
             flow.skipped.append(
                 StageOutcome(stage=name, status="unsupported", reason=e.reason, message=str(e))
@@ -66,7 +57,7 @@ def run(flow: Flow, show: dict[str, Show], force: set[str] = frozenset()) -> Out
     done: list[StageOutcome] = []
     stages = [q, *flow.later]  # later stages need the artifact: quantize always (cached)
     for i, stage in enumerate(stages):
-        own = in_own_process(stage, stages[i + 1 :])
+        own = in_own_process(starts_vllm(stage), [starts_vllm(s) for s in stages[i + 1 :]])
         outcome = _one(stage, show.get(stage.name), stage.name in force, own)
         done.append(outcome)
         if outcome.status == "failed":
@@ -80,19 +71,18 @@ def run(flow: Flow, show: dict[str, Show], force: set[str] = frozenset()) -> Out
 
 
 def starts_vllm(stage) -> bool:
-    return stage.name == "serve" or getattr(stage, "backend", None) == "vllm"
+    return stage.name == "serve" or (stage.name == "eval" and stage.backend == "vllm")
 
 
-def in_own_process(stage, later: list) -> bool:
+def in_own_process(starts: bool, later_start: list[bool]) -> bool:
     """Whether a stage works in a process of its own (pipeline/core/own_process.py): where GPUs
-    are seen and a later stage starts a vLLM engine, which needs the GPU memory this process
-    would otherwise keep. PIPELINE_STAGE_PROCESS=own|same decides it for every stage."""
-    from pipeline.core import devices
-
+    are seen and a later stage starts a vLLM engine (`later_start`), which needs the GPU memory
+    this process would otherwise keep. PIPELINE_STAGE_PROCESS=own|same decides it for every
+    stage."""
     said = os.environ.get("PIPELINE_STAGE_PROCESS", "auto")
     if said in ("own", "same"):
         return said == "own"
-    return not starts_vllm(stage) and any(map(starts_vllm, later)) and bool(devices.seen())
+    return not starts and any(later_start) and bool(devices.seen())
 
 
 def _one(stage, show: Show | None, force: bool, own: bool = False) -> StageOutcome:

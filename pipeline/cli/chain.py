@@ -12,17 +12,17 @@ from pipeline.config import flags
 from pipeline.config.recipe import ServeSettings
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.outcome import Outcome
+from pipeline.core.stage_plan import Options
 
 
 def dry_run(args: argparse.Namespace, q, stages: tuple[str, ...], command: str) -> Outcome:
     """`--dry-run` on eval / serve / run: the plan; exit 4 when this host cannot do it."""
     from pipeline.chain import plan as chain_plan
 
-    backend, serve = getattr(args, "backend", None), serve_overrides(args, stages)
-    plan = chain_plan.build(q, stages, backend, serve)
-    print(json.dumps(plan, indent=2) if args.json else chain_plan.render(plan))
-    if plan["refusals"]:
-        raise NotOnThisHost(plan["refusals"][0])
+    plan = chain_plan.build(q, stages, options(args, stages))
+    print(json.dumps(plan.record(), indent=2) if args.json else chain_plan.render(plan))
+    if plan.refusals:
+        raise NotOnThisHost(plan.refusals[0])
     return Outcome.of(command, "ok", model=q.ref.name, recipe=q.recipe.name)
 
 
@@ -30,9 +30,8 @@ def refuse_what_this_host_cannot(args: argparse.Namespace, q, stages: tuple[str,
     """Not hours in: the plan's first refusal, before any stage runs."""
     from pipeline.chain import plan as chain_plan
 
-    backend = getattr(args, "backend", None)  # quantize alone has none
-    plan = chain_plan.build(q, stages, backend, serve_overrides(args, stages))
-    if refusals := plan["refusals"]:
+    plan = chain_plan.build(q, stages, options(args, stages))
+    if refusals := plan.refusals:
         raise NotOnThisHost(f"{refusals[0]} (--dry-run shows the whole plan)")
 
 
@@ -40,21 +39,19 @@ def run_flow(args: argparse.Namespace, q, stages, backend=None, force=frozenset(
     from pipeline.chain import flow
     from pipeline.cli import show
 
-    prepared = flow.prepare(
-        args.command,
-        q,
-        stages,
-        backend=backend,
-        serve_overrides=serve_overrides(args, stages),
-        port=getattr(args, "port", None),
-        skip_unsupported=getattr(args, "skip_unsupported", False),
-    )
+    prepared = flow.prepare(args.command, q, stages, options(args, stages, backend))
     return flow.run(prepared, show.STAGES, set(force))
 
 
-def serve_overrides(args: argparse.Namespace, stages: tuple[str, ...]) -> dict | None:
-    """The serve settings the command line sets (--tensor-parallel-size, …)."""
-    return flags.overrides(args, ServeSettings) if "serve" in stages else None
+def options(args: argparse.Namespace, stages: tuple[str, ...], backend=None) -> Options:
+    """What the command line sets for the stages after the artifact's (quantize alone has no
+    --backend, eval no --port: each command's parser has only its own flags)."""
+    return Options(
+        backend=backend or getattr(args, "backend", None),
+        serve_overrides=flags.overrides(args, ServeSettings) if "serve" in stages else None,
+        port=getattr(args, "port", None),
+        skip_unsupported=getattr(args, "skip_unsupported", False),
+    )
 
 
 def one_stage(args: argparse.Namespace, stage: str, backend: str | None = None) -> Outcome:

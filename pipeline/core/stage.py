@@ -9,16 +9,21 @@ A stage is prepared (every check on its input, nothing written), then executed:
 
 Its `inputs()` decide whether a result can be reused: the entry's fingerprint is their hash.
 `work(out)` writes the stage's files into `out`, a staging folder renamed into place only when
-`work` returns, and returns the metrics recorded in the manifest.
+`work` returns (the stage's own `staging(final)`: core.files.staging_dir for most), and returns
+the metrics recorded in the manifest.
 """
 
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pipeline.core import environment
 from pipeline.core.files import sha256_json, staging_dir
 from pipeline.core.rundir import HISTORY_STAGES, RunDir, StageEntry, now
+
+if TYPE_CHECKING:
+    from pipeline.core.artifact import Artifact
 
 KEEP_RESULTS = 8  # per stage and run dir; older ones are pruned (`make clean-cache` for more)
 
@@ -39,12 +44,17 @@ class Stage(Protocol):
 
     def load_results(self, entry: StageEntry): ...
 
+    # where `work` writes: most stages take staging_dir (`staging = staticmethod(staging_dir)`);
+    # serve keeps a failed attempt's files aside, publish writes beside its earlier cards
+    def staging(self, final: Path) -> AbstractContextManager[Path]: ...
+
 
 class AfterQuantize:
     """For the stages that work on an artifact (eval, serve, publish): they live in its
     quantize stage's run dir and record the same model and recipe header."""
 
-    quantize: object  # the QuantizeStage
+    quantize: "Artifact"  # the quantize or import stage that made it
+    staging = staticmethod(staging_dir)  # serve and publish bring their own
 
     @property
     def rundir(self) -> RunDir:
@@ -88,8 +98,7 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
         t0 = time.monotonic()
         environment.reset_peak_rss()  # each stage's own peak, in a `run` of several
         try:
-            # a stage may bring its own staging: serve keeps a failed attempt's files aside
-            with getattr(stage, "staging", staging_dir)(rundir.path / folder) as out:
+            with stage.staging(rundir.path / folder) as out:
                 metrics = stage.work(out)
         except BaseException as e:
             entry.status, entry.ended, entry.error = "failed", now(), _one_line(e)

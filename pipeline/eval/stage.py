@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pipeline.config.recipe import EvalSettings
 from pipeline.core import devices, environment, serving_env
+from pipeline.core.artifact import Artifact
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.rundir import StageEntry
@@ -27,7 +28,6 @@ from pipeline.eval import engine_identity, floor, reference_key, tasks
 from pipeline.eval import results as eval_results
 from pipeline.eval.gates import check_gates
 from pipeline.eval.results import EvalResults
-from pipeline.quantize.stage import QuantizeStage
 
 SPLITS = ("heldout", "calibration")
 TOKENS = "tokens.pt"
@@ -36,7 +36,7 @@ LIBRARIES = ("transformers", "torch", "compressed-tensors", "lm_eval")
 
 @dataclass
 class EvalStage(AfterQuantize):
-    quantize: QuantizeStage
+    quantize: Artifact
     settings: EvalSettings
     backend: str
     backend_reason: str | None = None  # why "auto" chose it
@@ -51,7 +51,7 @@ class EvalStage(AfterQuantize):
         return self.rundir.path.parent / "original" / "reference"
 
     @classmethod
-    def prepare(cls, q: QuantizeStage, backend: str | None = None) -> "EvalStage":
+    def prepare(cls, q: Artifact, backend: str | None = None) -> "EvalStage":
         """Backend "auto": the faster of two equivalent ones — hf on CPU hosts, where it scores
         both splits in seconds and vLLM's CPU engine takes minutes per model; vLLM on GPUs
         where it runs the scheme (and the KV-cache dtype), else hf. hf measures an FP8 KV cache
@@ -271,6 +271,7 @@ class EvalStage(AfterQuantize):
     def _record_overheads(self, seconds: float, tasks_seconds: float, references: int) -> None:
         """What this eval took beyond the bound of its scoring: the chain plan's next estimate
         (pipeline/perf/timing.py). The original side counts only where its reference was built."""
+        from pipeline.eval import plan as eval_plan
         from pipeline.perf import host, timing
 
         hw = host.here()
@@ -279,8 +280,9 @@ class EvalStage(AfterQuantize):
         q, s = self.quantize, self.settings
         windows = sum(len(w) for w in self._windows.values())
         sides = 2 if references else 1
-        work = timing.eval_work(q.geometry, q.recipe, windows * s.context_length, s.context_length,
-                                hw, sides, self.backend)  # fmt: skip
+        tokens = windows * s.context_length
+        work = eval_plan.work_seconds(q.geometry, q.recipe, tokens, s.context_length, hw, sides,
+                                      self.backend)  # fmt: skip
         key = f"eval-{self.backend}"
         if not tasks_seconds:  # no lm-eval tasks this time: keep the last run's that had some
             tasks_seconds_kept = (timing.observed(key) or {}).get("tasks_seconds", 0.0)
@@ -347,7 +349,7 @@ class EvalStage(AfterQuantize):
         return eval_results.load(self.rundir.path / entry.outputs["results"], self.settings)
 
 
-def _auto_backend(q: QuantizeStage, kv: str) -> tuple[str, str]:
+def _auto_backend(q: Artifact, kv: str) -> tuple[str, str]:
     schemes = [s for s, _ in q.recipe.schemes()]
     needs_vllm = kv != "auto" and not q.recipe.kv_cache_scheme()
     usable = serving_env.available() and all(serving_env.runs_scheme(s) for s in schemes)

@@ -10,6 +10,10 @@ artifact.
     external/compressed-tensors/  where the hf backend cannot run the format as shipped: the same
                                   weights converted (GPTQ, AWQ packing), what hf evaluates
 
+It is an Artifact (pipeline/core/artifact.py) as a recipe's quantize stage is, with every member
+its own: it shares with that stage only the header, the finished entry and the results
+(pipeline/quantize/record.py), and checks no host memory (it quantizes nothing).
+
 The stage's fingerprint is the artifact's content (and the base's): the same bytes under another
 path reuse the import, changed bytes redo it. Eval and serve settings come from a shipped recipe
 of the same scheme (`--recipe` picks another): its gates, tasks and serving sweep apply unchanged.
@@ -18,6 +22,7 @@ of the same scheme (`--recipe` picks another): its gates, tasks and serving swee
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -25,13 +30,17 @@ from pipeline.config import recipe
 from pipeline.config.strict import validated
 from pipeline.core import environment, progress, quiet
 from pipeline.core.errors import UserError
-from pipeline.core.rundir import RunDir
+from pipeline.core.files import staging_dir
+from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.external import formats, match, source
 from pipeline.models import aliases, checkpoint
 from pipeline.planning import deployment, geometry
+from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import artifact_bytes
-from pipeline.quantize import verify
-from pipeline.quantize.stage import QuantizeStage
+from pipeline.quantize import record, verify
+
+if TYPE_CHECKING:
+    from pipeline.core.stage_plan import ArtifactPlan
 
 FOLDER = "external"
 ORIGINAL = f"{FOLDER}/original"
@@ -45,13 +54,26 @@ HOST_FIT = (
 
 
 @dataclass
-class ImportStage(QuantizeStage):
-    external: source.ExternalRef | None = None
-    format: formats.ExternalFormat | None = None
+class ImportStage:
+    """An Artifact (pipeline/core/artifact.py) with every member its own: no quantize stage
+    underneath, so nothing of quantizing (memory, calibration text) applies by accident."""
+
+    ref: aliases.ModelRef  # the base: its config and tokenizer checked the artifact's
+    geometry: Geometry  # the base's, which the artifact shares
+    recipe: recipe.RecipeFile  # the artifact's format described as a recipe (_recipe)
+    calibration: recipe.Calibration  # the settings recipe's: eval's calibration split
+    rundir: RunDir
+    external: source.ExternalRef
+    format: formats.ExternalFormat
+    settings_from: str  # the shipped recipe whose eval / serve sections apply
+    model_path: Path | None = None  # the base's files: eval's reference
+    model_identity: dict = field(default_factory=dict)
     artifact_path: Path | None = None  # the materialized checkpoint (a hub snapshot or folder)
     artifact_identity: dict = field(default_factory=dict)
-    settings_from: str = ""  # the shipped recipe whose eval / serve sections apply
+    name: str = "quantize"  # the key eval, serve and publish look up, as for a recipe's
     folder: str = FOLDER
+    max_memory = None  # not a field: --max-memory applies to quantizing (refused with --import)
+    staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 
     @classmethod
     def prepare_import(
@@ -76,6 +98,10 @@ class ImportStage(QuantizeStage):
         )  # fmt: skip
 
     @property
+    def header(self) -> dict:
+        return record.header(self)
+
+    @property
     def artifact(self) -> Path:
         return self.rundir.path / ORIGINAL
 
@@ -91,6 +117,11 @@ class ImportStage(QuantizeStage):
     def log(self) -> Path:
         return self.rundir.path / "logs" / "import.log"
 
+    def host_fit(self, max_memory: int | None) -> str | None:
+        """None, with nothing checked: an import loads no model to quantize (its plan says
+        so: HOST_FIT); eval and serve check this host for what they load."""
+        return None
+
     def plan(self) -> dict:
         """What `quantize --import … --dry-run` prints: decided from configs alone."""
         scheme = self.recipe.scheme()
@@ -105,6 +136,18 @@ class ImportStage(QuantizeStage):
             "settings_from": self.settings_from,
             "host_fit": HOST_FIT,  # said, not "fits": this host's memory was never asked
         }
+
+    def describe_plan(self) -> tuple[dict, str]:
+        """What `quantize --import … --dry-run` prints (--json, text): its detected format and
+        what was checked (HOST_FIT: not this host's memory)."""
+        found = self.plan()
+        return found, self.render_plan(found)
+
+    def stage_plan(self) -> "ArtifactPlan":
+        """The chain's view of this stage: nothing to quantize, the files it brings."""
+        from pipeline.external import stage_plan
+
+        return stage_plan.plan(self)
 
     @staticmethod
     def render_plan(p: dict) -> str:
@@ -185,6 +228,13 @@ class ImportStage(QuantizeStage):
         metrics["peak_rss_bytes"] = environment.peak_rss_bytes()
         metrics["calibration_samples"] = 0
         return metrics
+
+    def entry(self) -> StageEntry:
+        """The finished import later stages build on."""
+        return record.finished_entry(self)
+
+    def load_results(self, entry: StageEntry) -> dict:
+        return record.results(entry)
 
 
 def _recipe(ext: source.ExternalRef, fmt: formats.ExternalFormat, base: recipe.RecipeFile):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.core import environment
+from pipeline.core.artifact import Artifact
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir, write_json_atomic
 from pipeline.core.paths import REPO, cache_root, runs_root
@@ -29,7 +30,6 @@ from pipeline.core.stage import AfterQuantize
 from pipeline.eval import results as eval_results
 from pipeline.publish import card, target, upload
 from pipeline.publish.results import PublishRecord, UsedResult
-from pipeline.quantize.stage import QuantizeStage
 from pipeline.serve import results as serve_results
 
 # Known licenses of the aliases' base models (their hub cards), so cards work offline.
@@ -50,7 +50,7 @@ PRIVATE_KEYS = {"hostname", "model_dir", "path"}  # local details that do not be
 
 @dataclass
 class PublishStage(AfterQuantize):
-    quantize: QuantizeStage
+    quantize: Artifact
     target: target.Target
     private: bool = False
     branch: str | None = None
@@ -67,7 +67,7 @@ class PublishStage(AfterQuantize):
 
     @classmethod
     def prepare(
-        cls, q: QuantizeStage, repo: str | None, dry_run: bool = False, **options
+        cls, q: Artifact, repo: str | None, dry_run: bool = False, **options
     ) -> "PublishStage":
         """Every refusal happens here, before anything is written or sent."""
         if q.recipe.online:
@@ -137,7 +137,7 @@ class PublishStage(AfterQuantize):
         )
 
 
-def _own_folders(q: QuantizeStage) -> dict[str, Path]:
+def _own_folders(q: Artifact) -> dict[str, Path]:
     """What a file target may never be, hold or sit in: publishing reads from these."""
     own = {"the run root": runs_root(), "the project": REPO, "the cache": cache_root()}
     if q.ref.path:
@@ -145,7 +145,7 @@ def _own_folders(q: QuantizeStage) -> dict[str, Path]:
     return own
 
 
-def readiness(q: QuantizeStage) -> list[str]:
+def readiness(q: Artifact) -> list[str]:
     """Why this run should not be published (empty: it may)."""
     stages = q.rundir.manifest().stages
     made = f"MODEL={q.ref.name} RECIPE={q.recipe.name}"
@@ -171,7 +171,7 @@ def readiness(q: QuantizeStage) -> list[str]:
     return problems
 
 
-def _eval_results(q: QuantizeStage):
+def _eval_results(q: Artifact):
     entry = q.rundir.stage("eval")
     if not entry or entry.status != "done":
         return None
@@ -179,7 +179,7 @@ def _eval_results(q: QuantizeStage):
     return eval_results.load(q.rundir.path / entry.outputs["results"], q.recipe.spec.eval)
 
 
-def _serve_results(q: QuantizeStage) -> tuple:
+def _serve_results(q: Artifact) -> tuple:
     entry = q.rundir.stage("serve")
     if not entry or entry.status != "done":
         return None, None
@@ -225,7 +225,7 @@ def card_inputs(stage: PublishStage) -> card.CardInputs:
     )
 
 
-def _deployment(q: QuantizeStage, rf) -> list[dict]:
+def _deployment(q: Artifact, rf) -> list[dict]:
     """The original and this recipe as `make advise` bounds them on the reference GPU."""
     from pipeline.advise import rank as advise
     from pipeline.perf import prices
@@ -237,7 +237,7 @@ def _deployment(q: QuantizeStage, rf) -> list[dict]:
     return [{**r.describe(), "hardware": hw.name, "ask": ask.__dict__} for r in rows]
 
 
-def base_license(qjob: QuantizeStage) -> str | None:
+def base_license(qjob: Artifact) -> str | None:
     """The base model's license: known for the aliases, else its card's metadata (a local
     folder's README.md, or the hub card of a hub model), else unknown (left out)."""
     from huggingface_hub import ModelCard

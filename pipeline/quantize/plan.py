@@ -13,6 +13,7 @@ at a time to the GPU, which is how a 70B model is calibrated on one 80 GB GPU.
 """
 
 from pipeline.config.recipe import RecipeFile
+from pipeline.config.schemes import schemes_from_args
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError
 from pipeline.planning.geometry import Geometry
@@ -20,22 +21,38 @@ from pipeline.planning.weights import artifact_bytes, targeted
 
 GIB = 2**30
 _CALIBRATING = {"GPTQModifier", "AWQModifier", "SmoothQuantModifier", "AutoRoundModifier"}
+# weight observers that weigh by activations (llm-compressor then requires data)
+_IMATRIX = {"imatrix_mse", "nvfp4_expanded_imatrix"}
 
 
 def needs_calibration(recipe: RecipeFile) -> bool:
-    """As llm-compressor decides (QuantizationMixin._set_requires_calibration_data): a
-    calibrating modifier, a kv_cache_scheme, or static (non-dynamic) input activations."""
-    scheme = recipe.scheme()
-    if scheme and scheme.calibrated_activations:
+    """As llm-compressor 0.14 decides (QuantizationMixin._set_requires_calibration_data): a
+    calibrating modifier, a kv_cache_scheme, observed activation scales (static or "local"
+    inputs, static outputs) or an imatrix weight observer. Without importing it (`make plan`
+    stays fast); tests/e2e/quantize/test_calibration_rule.py asks llm-compressor itself."""
+    return any(_modifier_needs_data(name, args) for name, args in recipe.modifiers())
+
+
+def _modifier_needs_data(name: str, args: dict) -> bool:
+    if name in _CALIBRATING or args.get("kv_cache_scheme"):
         return True
-    for name, args in recipe.modifiers():
-        if name in _CALIBRATING or args.get("kv_cache_scheme"):
-            return True
-        for group in (args.get("config_groups") or {}).values():
-            acts = (group or {}).get("input_activations") or {}
-            if acts and acts.get("dynamic") is False:
-                return True
-    return False
+    observer = args.get("weight_observer") or (args.get("observer") or {}).get("weights")
+    if observer in _IMATRIX:
+        return True
+    # every preset of the modifier, not only the first (`scheme: {W4A16: [...], FP8: [...]}`)
+    if any(s.calibrated_activations for s, _ in schemes_from_args(args)):
+        return True
+    return any(_group_needs_data(g or {}) for g in (args.get("config_groups") or {}).values())
+
+
+def _group_needs_data(group: dict) -> bool:
+    """A config group's own args; compressed-tensors' `dynamic` defaults to False (static)."""
+    inputs, outputs = group.get("input_activations"), group.get("output_activations")
+    if inputs is not None and (inputs or {}).get("dynamic", False) in (False, "local"):
+        return True
+    if outputs is not None and not (outputs or {}).get("dynamic", False):
+        return True
+    return (group.get("weights") or {}).get("observer") in _IMATRIX
 
 
 def check_fit(recipe: RecipeFile, g: Geometry, model_name: str) -> None:

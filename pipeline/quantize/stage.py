@@ -12,22 +12,27 @@ Everything a user can get wrong is checked before the run directory is created.
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.config import recipe
 from pipeline.config.strict import validated
 from pipeline.core import devices, environment, memo, progress, quiet
 from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
+from pipeline.core.files import staging_dir
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, check_source, load_texts, source_sha
 from pipeline.models import aliases, integrity
 from pipeline.planning import deployment, geometry
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import artifact_bytes
-from pipeline.quantize import model_free, plan, verify
+from pipeline.quantize import model_free, plan, record, verify
 
 ARTIFACT = "artifact"
 PATHS = ("model-free", "oneshot")
 LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "datasets")
+if TYPE_CHECKING:
+    from pipeline.core.stage_plan import ArtifactPlan
+
 # tiny-llama is a CPU test model: recipes' production calibration budgets (512 × 2048) are
 # capped to this unless given explicitly on the command line.
 TINY_CALIBRATION_CAP = {"num_samples": 64, "max_seq_length": 256}
@@ -38,6 +43,8 @@ TINY_AUTOROUND_ITERS = 50
 
 @dataclass
 class QuantizeStage:
+    """A recipe's quantize stage: an Artifact (pipeline/core/artifact.py), as an import is."""
+
     ref: aliases.ModelRef
     geometry: Geometry
     recipe: recipe.RecipeFile
@@ -53,17 +60,11 @@ class QuantizeStage:
     capped: dict = field(default_factory=dict)  # tiny-llama's caps on modifier arguments
     name: str = "quantize"
     folder: str = ARTIFACT
+    staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 
     @property
     def header(self) -> dict:
-        return {
-            "model": aliases.header(self.ref, self.model_identity),
-            "recipe": {
-                "name": self.recipe.name,
-                "path": str(self.recipe.path),
-                "sha256": self.recipe.sha256,
-            },
-        }
+        return record.header(self)
 
     @property
     def artifact(self) -> Path:
@@ -155,9 +156,9 @@ class QuantizeStage:
         has available now); None when it fits."""
         import psutil
 
-        planned = self.plan()
-        if self.recipe.online or "memory_bytes" not in planned:  # online, or an import
+        if self.recipe.online:  # vLLM quantizes as it loads: nothing to hold here
             return None
+        planned = self.plan()
         limit = max_memory or psutil.virtual_memory().available
         need = planned["memory_bytes"]["cpu_ram_peak_estimate"]
         if need <= limit:
@@ -175,6 +176,10 @@ class QuantizeStage:
             f"quantize {self.ref.name} × {self.recipe.name} ({self.path}) needs ~{need / gib:.1f}"
             f" GiB of CPU RAM by the plan; {given} {limit / gib:.1f} GiB; {hint}"
         )
+
+    def host_fit(self, max_memory: int | None) -> str | None:
+        """The Artifact's question (the chain's): this stage's memory verdict."""
+        return self.memory_verdict(max_memory)
 
     def check_memory(self, max_memory: int | None) -> None:
         """Refuse (exit 4) before loading anything a run whose plan does not fit."""
@@ -195,6 +200,18 @@ class QuantizeStage:
         if self.nproc == 1 or "online" in built:
             return built
         return _per_process(built, self.nproc, bool(gpus)) | {"processes": self.nproc}
+
+    def describe_plan(self) -> tuple[dict, str]:
+        """What `quantize --dry-run` prints (--json, text): the plan and whether this host
+        holds it."""
+        found = self.plan() | {"host_fit": self.host_fit(self.max_memory) or "fits"}
+        return found, plan.render(found)
+
+    def stage_plan(self) -> "ArtifactPlan":
+        """The chain's view of this stage: where it runs, memory, files, time."""
+        from pipeline.quantize import stage_plan
+
+        return stage_plan.plan(self)
 
     def _route(self) -> dict:
         """How the planner should size this run: path, workers, and the shards it reads."""
@@ -274,13 +291,10 @@ class QuantizeStage:
 
     def entry(self) -> StageEntry:
         """The finished quantize entry later stages build on."""
-        entry = self.rundir.stage(self.name)
-        if entry is None or entry.status != "done":
-            raise UserError(f"no finished artifact for {self.ref.name} × {self.recipe.name}")
-        return entry
+        return record.finished_entry(self)
 
     def load_results(self, entry: StageEntry) -> dict:
-        return entry.metrics
+        return record.results(entry)
 
 
 def _online(job: QuantizeStage, out: Path) -> dict:

@@ -10,6 +10,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import generated_recipes
 from pipeline.core.stage import execute
+from pipeline.core.stage_plan import Options
 from pipeline.eval import paired
 from pipeline.planning import geometry
 from pipeline.planning.geometry import Geometry
@@ -83,7 +84,7 @@ def _evaluate(model: str, label: str, recipe_ref: str, backend, revision, g) -> 
     import json
 
     q = QuantizeStage.prepare(model, recipe_ref, revision=revision)
-    outcome = flow.run(flow.prepare("search", q, ("eval",), backend=backend), {}, set())
+    outcome = flow.run(flow.prepare("search", q, ("eval",), Options(backend=backend)), {}, set())
     if outcome.status not in ("ok", "gate_failed"):
         raise PipelineError(f"search: {label}: {outcome.message}")
     done = {s.stage: s.status for s in outcome.stages}

@@ -28,6 +28,7 @@ from pipeline.core.errors import PipelineError, UserError
 from pipeline.core.files import sha256_json, write_json_atomic
 from pipeline.core.outcome import Outcome
 from pipeline.core.paths import runs_root
+from pipeline.core.stage_plan import Options
 from pipeline.quantize.stage import QuantizeStage
 
 MIB = 2**20
@@ -82,16 +83,16 @@ def plan(stages: list[QuantizeStage], backend: str | None, serve: bool, as_json:
     """--dry-run: each recipe's chain plan; exit 4 where this host cannot do one of them."""
     import json
 
-    from pipeline.chain import plan as chain_plan
+    from pipeline.chain import plan as chain_plan  # the stages: not loaded before a dry run
     from pipeline.core.errors import NotOnThisHost
 
     chain = ("eval", "serve") if serve else ("eval",)
-    plans = [chain_plan.build(q, chain, backend, None) for q in stages]
+    plans = [chain_plan.build(q, chain, Options(backend=backend)) for q in stages]
     if as_json:
-        print(json.dumps(plans, indent=2))
+        print(json.dumps([p.record() for p in plans], indent=2))
     else:
         print("\n\n".join(chain_plan.render(p) for p in plans))
-    refused = [f"{p['recipe']}: {p['refusals'][0]}" for p in plans if p["refusals"]]
+    refused = [f"{p.recipe}: {p.refusals[0]}" for p in plans if p.refusals]
     if refused:
         raise NotOnThisHost(refused[0])
 
@@ -137,7 +138,8 @@ def default_folder(stages: list[QuantizeStage]) -> Path:
 def _one(q: QuantizeStage, backend: str | None, serve: bool) -> Row:
     chain = ("eval", "serve") if serve else ("eval",)
     try:
-        prepared = flow.prepare("compare", q, chain, backend=backend, skip_unsupported=True)
+        options = Options(backend=backend, skip_unsupported=True)
+        prepared = flow.prepare("compare", q, chain, options)
     except PipelineError as e:
         print(f"  {q.recipe.name}: not run: {e}", flush=True)
         return Row(q.recipe.name, "failed", str(e), e.reason)

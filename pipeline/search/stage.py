@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pipeline.core import environment
 from pipeline.core.errors import UserError
-from pipeline.core.files import write_json_atomic
+from pipeline.core.files import staging_dir, write_json_atomic
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.models import aliases
 from pipeline.search import groups as layer_groups
@@ -33,6 +33,7 @@ class SearchStage:
     model_identity: dict = field(default_factory=dict)
     name: str = "search"
     folder: str = "search"
+    staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 
     @classmethod
     def prepare(cls, model: str, target_bits: float, tokens: int, revision=None) -> "SearchStage":

@@ -1,6 +1,7 @@
 """make test's scheduling (tests/parallel.py): costliest units first, unit tests last, a group's
 files one unit of work and every other file one of its own; what the workers make once."""
 
+import ast
 import os
 
 from tests import parallel
@@ -157,24 +158,142 @@ def test_the_worker_split_is_shown_in_the_header():
     assert parallel.split([], 2) == "gw0 CPU, gw1 CPU (no GPU visible)"
 
 
-# the session fixtures whose users must share a worker (one server, one real-shape model)
-GROUP_OF_FIXTURE = {"served_fp8": "fp8-served", "real_shape": "real-shape"}
+# What a test file asks pytest for, read from its source (no import, no collection): the
+# arguments of its tests and fixtures, pytest.mark.usefixtures(...) and
+# request.getfixturevalue("...") names; fixtures it defines map to what they ask for.
 
 
-def test_every_file_using_a_group_fixture_is_in_its_group():
-    """GROUPS is a hand-kept table: a new test file asking for served_fp8 outside it would
-    serve fp8 a second time on the other worker. Read from the tests' own signatures."""
-    import ast
+def _is_fixture(fn: ast.FunctionDef) -> bool:
+    for dec in fn.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        if (getattr(target, "attr", None) or getattr(target, "id", None)) == "fixture":
+            return True
+    return False
 
+
+def _scope(fn: ast.FunctionDef) -> str:
+    for dec in fn.decorator_list:
+        for kw in getattr(dec, "keywords", []):
+            if kw.arg == "scope" and isinstance(kw.value, ast.Constant):
+                return kw.value.value
+    return "function"
+
+
+def _named_in_calls(node: ast.AST, method: str) -> set[str]:
+    """String arguments of calls to `method` (usefixtures, getfixturevalue) under node."""
+    return {
+        arg.value
+        for call in ast.walk(node)
+        if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == method
+        for arg in call.args
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+    }
+
+
+def _asks(fn: ast.FunctionDef) -> set[str]:
+    args = fn.args
+    params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+    return params | _named_in_calls(fn, "usefixtures") | _named_in_calls(fn, "getfixturevalue")
+
+
+def _functions(tree: ast.AST):
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _read(text: str) -> tuple[dict[str, ast.FunctionDef], set[str]]:
+    """(fixtures defined: name → def, what the tests and module marks ask for)."""
+    tree = ast.parse(text)
+    fixtures = {fn.name: fn for fn in _functions(tree) if _is_fixture(fn)}
+    tests = [fn for fn in _functions(tree) if fn.name.startswith("test")]
+    asked = set().union(*map(_asks, tests)) | _named_in_calls(tree, "usefixtures")
+    return fixtures, asked
+
+
+def _groups(names: set[str], fixtures: dict[str, ast.FunctionDef]) -> set[str]:
+    """The groups owning the shared fixtures these names reach, through fixtures' own asks."""
+    seen, todo, found = set(), list(names), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in parallel.SHARED_FIXTURES:
+            found.add(parallel.SHARED_FIXTURES[name])
+        if name in fixtures:
+            todo += _asks(fixtures[name])
+    return found
+
+
+def _e2e_files():
     from tests.conftest import REPO
 
-    found = {}
-    for path in sorted((REPO / "tests" / "e2e").rglob("test_*.py")):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
-                for arg in node.args.args:
-                    if arg.arg in GROUP_OF_FIXTURE:
-                        found[path.relative_to(REPO).as_posix()] = GROUP_OF_FIXTURE[arg.arg]
-    assert set(found.values()) == set(GROUP_OF_FIXTURE.values())  # the scan found users
-    assert {f: parallel.GROUP_OF.get(f) for f in found} == found
+    root = REPO / "tests" / "e2e"
+    conftest = {}
+    for path in root.rglob("conftest.py"):  # fixture names are unique across them
+        conftest.update(_read(path.read_text())[0])
+    for path in sorted(root.rglob("test_*.py")):
+        yield path.relative_to(REPO).as_posix(), conftest, *_read(path.read_text())
+
+
+def test_every_file_using_a_shared_fixture_is_in_its_group():
+    """GROUPS is a hand-kept table: a new test file asking for served_fp8 (itself, through a
+    fixture of its own, usefixtures or getfixturevalue) outside the fp8-served group would
+    serve fp8 a second time on the other worker."""
+    needed = {}
+    for file, conftest, own, asked in _e2e_files():
+        if groups := _groups(asked, {**conftest, **own}):
+            needed[file] = groups
+    # the scan found users of every shared fixture: it can see what it guards
+    assert set().union(*needed.values()) == set(parallel.SHARED_FIXTURES.values())
+    stale = {f: g for f, g in needed.items() if g != {parallel.GROUP_OF.get(f)}}
+    assert stale == {}, "tests/parallel.py GROUPS: put each file in the group it needs"
+
+
+def test_every_session_fixture_is_shared_once_or_grouped():
+    """A new session fixture in an e2e conftest that builds or serves something must be made
+    once per run (made_once) or own a group (SHARED_FIXTURES); else each worker makes it."""
+    from tests.conftest import REPO
+
+    where, fixtures = {}, {}
+    for path in (REPO / "tests" / "e2e").rglob("conftest.py"):
+        for name, fn in _read(path.read_text())[0].items():
+            where[name], fixtures[name] = path.relative_to(REPO).as_posix(), fn
+    unsure = []
+    for name, fn in fixtures.items():
+        once = "made_once" in {getattr(n, "id", None) for n in ast.walk(fn)}
+        known = name in parallel.SHARED_FIXTURES or name in parallel.PER_WORKER_FIXTURES
+        if _scope(fn) == "session" and not (once or known or _groups({name}, fixtures)):
+            unsure.append(f"{where[name]}::{name}")
+    assert unsure == [], "classify in tests/parallel.py: SHARED_FIXTURES or PER_WORKER_FIXTURES"
+    # no entry left for a fixture that is gone
+    assert set(parallel.SHARED_FIXTURES) | parallel.PER_WORKER_FIXTURES <= set(fixtures)
+
+
+def test_the_scan_sees_fixtures_reached_every_way():
+    """The reader above on a file that asks for served_fp8 in each way pytest allows."""
+    text = """
+import pytest
+pytestmark = pytest.mark.usefixtures("real_shape")
+
+@pytest.fixture(scope="module")
+def mine(served_fp8):
+    return served_fp8
+
+def test_a(mine): ...
+
+def test_b(request):
+    request.getfixturevalue("external")
+"""
+    fixtures, asked = _read(text)
+    assert _scope(fixtures["mine"]) == "module"
+    assert _groups(asked, fixtures) == {"fp8-served", "real-shape"}
+    assert _groups({"mine"}, {}) == set()  # unknown fixture: nothing reached
+
+
+def test_groups_and_costs_name_files_that_exist():
+    """A renamed or moved test file leaves its GROUPS / COST entry behind, silently."""
+    from tests.conftest import REPO
+
+    named = [*parallel.GROUP_OF, *(u for u in parallel.COST if u.startswith("tests/"))]
+    assert [p for p in named if not (REPO / p).is_file()] == []
+    assert set(parallel.COST) - set(named) <= set(parallel.GROUPS)

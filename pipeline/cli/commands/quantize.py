@@ -33,18 +33,14 @@ def handle(args: argparse.Namespace) -> Outcome:
     q = quantize_stage(args, num_samples=args.num_samples, max_seq_length=args.max_seq_length)
     if args.dry_run:
         from pipeline.chain import plan as chain_plan
-        from pipeline.quantize.plan import render
 
-        plan = q.plan()
-        render = getattr(q, "render_plan", render)  # an import's plan is its detected format
-        if "host_fit" not in plan:  # an import's plan says what it checked instead
-            plan["host_fit"] = q.memory_verdict(q.max_memory) or "fits"
+        plan, text = q.describe_plan()  # an import's: its detected format, what was checked
         # disk (the download, the artifact) and time, as the chain plans them
         chain = chain_plan.build(q, ())
-        plan |= {k: chain[k] for k in ("disk", "refusals")}
-        plan["time"] = chain["stages"]["quantize"]["time"]
-        plan["files"] = chain["stages"]["quantize"]["files"]
-        text = render(plan) + "\n" + chain_plan.disk_and_time_lines(plan)
+        made = chain.stages["quantize"]
+        plan |= {"disk": chain.disk, "refusals": chain.refusals}
+        plan |= {"time": made.time, "files": made.files}
+        text += "\n" + chain_plan.disk_and_time_lines(plan)
         print(json.dumps(plan, indent=2) if args.json else text)
         if plan["refusals"]:
             raise NotOnThisHost(plan["refusals"][0])

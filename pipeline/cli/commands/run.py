@@ -55,8 +55,9 @@ def _stages(text: str) -> tuple[str, ...]:
 
     stages = tuple(s.strip() for s in text.split(",") if s.strip())
     unknown = [s for s in stages if s not in flow.STAGES]
-    if unknown:
-        raise UserError(f"--stages: unknown stage {unknown[0]!r} (valid: eval, serve)")
+    if unknown:  # quantize always runs first: the stages after it are the ones to name
+        valid = ", ".join(flow.STAGES[1:])
+        raise UserError(f"--stages: unknown stage {unknown[0]!r} (valid: {valid})")
     return stages
 
 

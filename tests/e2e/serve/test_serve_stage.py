@@ -175,19 +175,41 @@ def test_two_serve_settings_keep_their_own_results(served_fp8, session_runs):
     assert vllm_processes() == []
 
 
-def test_w4a16_artifact_serves_where_the_kernel_exists(quantized, session_runs):
+@pytest.mark.parametrize("name", ["fp8", "gptq"])
+def test_an_artifact_serves_beside_the_original_where_its_kernel_exists(
+    name, request, quantized, session_runs
+):
+    """`make serve`'s success path for each kind of Linear: FP8 on every host (AVX2 builds
+    emulate its scaled_mm; served_fp8's run, no server of its own), W4A16 (gptq) where the
+    CPU's build has the kernel (AVX-512, GPUs). Refused elsewhere: the next test."""
     from pipeline.core import serving_env
 
     needs_serving_env()
-    if not serving_env.capabilities()["w4a16"]:
-        result = cli("serve", "--recipe", "gptq", *ONE_SIDE, runs=session_runs)
-        assert result.returncode == 4 and "no W4A16" in result.stderr
-        pytest.skip("this host's vLLM has no W4A16 CPU kernel (AVX2 only): refusal checked")
-    quantized("gptq")
-    # SWEEP: the nightly test's default matrix finds this result cached
-    result = cli("serve", "--recipe", "gptq", *SWEEP, runs=session_runs, timeout=1200)
+    if name == "fp8":
+        results, result = request.getfixturevalue("served_fp8")
+    else:
+        if not serving_env.capabilities()["w4a16"]:
+            pytest.skip("this host's vLLM has no W4A16 CPU kernel (AVX2 only): refusal tested")
+        quantized(name)
+        # SWEEP: the nightly test's default matrix finds this result cached
+        result = cli("serve", "--recipe", name, *SWEEP, runs=session_runs, timeout=1200)
+        results = json.loads(results_path(session_runs / "tiny-llama" / name, "serve").read_text())
     assert result.returncode == 0, result.stderr[-3000:]
     assert "original model: served beside it, benchmarked alternately" in result.stdout
+    assert results["comparison"]["paired"]
+    smoke = results["quantized"]["smoke"]
+    assert smoke["chat"]["text"].strip() and smoke["completion"]["text"].strip()
+
+
+def test_w4a16_is_refused_in_one_line_where_the_kernel_is_missing(session_runs):
+    """Where the build lacks W4A16 (AVX2): exit 4, saying why, before any server starts."""
+    from pipeline.core import serving_env
+
+    needs_serving_env()
+    if serving_env.capabilities()["w4a16"]:
+        pytest.skip("this host's vLLM has the W4A16 CPU kernel: served by the test above")
+    result = cli("serve", "--recipe", "gptq", *ONE_SIDE, runs=session_runs)
+    assert result.returncode == 4 and "no W4A16" in result.stderr
 
 
 def test_fp8_kv_cache_doubles_kv_capacity_where_it_runs(quantized, session_runs, tiny_model):

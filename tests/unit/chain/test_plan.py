@@ -66,7 +66,7 @@ def test_the_time_estimate_uses_this_hosts_measured_rate(capsys, monkeypatch, tm
     entry = {
         "ended": "2026-12-01T00:00:00",
         "environment": {"hostname": environment.host()["hostname"]},
-        "metrics": {"path": "model-free", "bytes_per_second": 100 * 2**20},
+        "metrics": {"path": "model-free", "bytes_per_second": 100 * 2**20, "bf16_bytes": 2**33},
     }
     (run / "manifest.json").write_text(json.dumps({"stages": {"quantize": entry}}))
     _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
@@ -74,6 +74,25 @@ def test_the_time_estimate_uses_this_hosts_measured_rate(capsys, monkeypatch, tm
     time = plan["stages"]["quantize"]["time"]
     assert time.startswith("~3 min"), time  # 16.06 GB of bf16 weights at 100 MiB/s: 153 s
     assert "measured: 100 MiB/s" in time
+
+
+def test_a_tiny_models_rate_is_not_scaled_to_a_large_one(capsys, monkeypatch, tmp_path):
+    """tiny-llama's quantize is mostly start-up: 5 MiB/s from it made Llama-3-70B's ~7.8 h."""
+    from pipeline.core import environment
+
+    run = tmp_path / "runs" / "tiny-llama" / "fp8"
+    run.mkdir(parents=True)
+    entry = {
+        "ended": "2026-12-01T00:00:00",
+        "environment": {"hostname": environment.host()["hostname"]},
+        "metrics": {"path": "model-free", "bytes_per_second": 5 * 2**20, "bf16_bytes": 20 * 2**20},
+    }
+    (run / "manifest.json").write_text(json.dumps({"stages": {"quantize": entry}}))
+    _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-70b",
+                    "--recipe", "fp8", "--stages", "eval")  # fmt: skip
+    quantize = plan["stages"]["quantize"]
+    assert quantize.get("time_seconds") is None
+    assert quantize["time"].startswith("unknown: only models too small"), quantize["time"]
 
 
 def test_the_chain_plan_imports_no_torch(tmp_path):

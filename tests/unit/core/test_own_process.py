@@ -40,16 +40,19 @@ def _stage(name: str, backend: str | None = None):
     return SimpleNamespace(name=name, backend=backend)
 
 
+def test_serve_and_eval_on_vllm_start_an_engine():
+    assert flow.starts_vllm(_stage("serve")) and flow.starts_vllm(_stage("eval", "vllm"))
+    assert not flow.starts_vllm(_stage("eval", "hf")) and not flow.starts_vllm(_stage("quantize"))
+
+
 def test_stages_before_a_vllm_engine_get_their_own_process_on_gpu_hosts(monkeypatch):
-    quantize, hf, vllm, serve = (_stage("quantize"), _stage("eval", "hf"),
-                                 _stage("eval", "vllm"), _stage("serve"))  # fmt: skip
     monkeypatch.delenv("PIPELINE_STAGE_PROCESS", raising=False)
     standin(monkeypatch, "h100x1")
-    assert flow.in_own_process(quantize, [hf, serve]) and flow.in_own_process(hf, [serve])
-    assert flow.in_own_process(quantize, [vllm])
-    assert not flow.in_own_process(quantize, [hf])  # nothing after it needs the GPU free
-    assert not flow.in_own_process(serve, [])
+    assert flow.in_own_process(False, [False, True]) and flow.in_own_process(False, [True])
+    assert flow.in_own_process(False, [True])  # eval on vllm
+    assert not flow.in_own_process(False, [False])  # nothing after it needs the GPU free
+    assert not flow.in_own_process(True, [])
     standin(monkeypatch, "h100x1", "")  # no GPU visible: one process, as on CPU hosts
-    assert not flow.in_own_process(quantize, [serve])
+    assert not flow.in_own_process(False, [True])
     monkeypatch.setenv("PIPELINE_STAGE_PROCESS", "own")
-    assert flow.in_own_process(quantize, [])
+    assert flow.in_own_process(False, [])

@@ -1,12 +1,13 @@
 """The one stage runner, on a stage that writes a file: cache by inputs, several results kept
 side by side, a failure recorded and nothing left that looks finished."""
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from pipeline.core.files import sha256_json
+from pipeline.core.files import sha256_json, staging_dir
 from pipeline.core.rundir import RunDir
 from pipeline.core.stage import execute
 
@@ -23,6 +24,7 @@ class Counting:
     calls: list = field(default_factory=list)
     checked: list = field(default_factory=list)
     fail: bool = False
+    staging = staticmethod(staging_dir)  # the runner asks every stage for its staging
 
     def inputs(self) -> dict:
         return {"setting": self.setting}
@@ -111,3 +113,21 @@ def test_each_stage_records_its_own_peak_rss(tmp_path):
     before = psutil.Process().memory_info().rss
     entry, _ = execute(_stage(tmp_path))
     assert 0 < entry.metrics["peak_rss_bytes"] < before + 200 * 2**20
+
+
+def test_the_runner_writes_through_the_stages_own_staging(tmp_path):
+    """Serve and publish bring their own staging (a failed attempt kept aside, a folder kept):
+    the runner asks the stage, never a default of its own."""
+    s = _stage(tmp_path)
+    finals = []
+
+    @contextmanager
+    def recorded(final: Path):
+        finals.append(final.relative_to(s.rundir.path))
+        with staging_dir(final) as out:
+            yield out
+
+    s.staging = recorded
+    entry, _ = execute(s)
+    assert finals == [Path(entry.outputs["results"]).parent]
+    assert (s.rundir.path / entry.outputs["results"]).is_file()

@@ -7,6 +7,7 @@ from pipeline.chain import flow
 from pipeline.core import serving_env
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.outcome import Outcome, StageOutcome, overall
+from pipeline.core.stage_plan import Options
 from pipeline.nightly import cell, matrix
 from pipeline.quantize.stage import QuantizeStage
 
@@ -37,7 +38,7 @@ def _skipped_serve(monkeypatch, reword: str | None) -> StageOutcome:
 
         monkeypatch.setattr(serving_env, "require_scheme", require_scheme)
     q = QuantizeStage.prepare("tiny-llama", "gptq")
-    prepared = flow.prepare("run", q, ("serve",), skip_unsupported=True)
+    prepared = flow.prepare("run", q, ("serve",), Options(skip_unsupported=True))
     (skipped,) = prepared.skipped
     return skipped
 

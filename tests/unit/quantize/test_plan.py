@@ -5,25 +5,9 @@ import pytest
 from pipeline.config import recipe
 from pipeline.config.schemes import scheme_from_args
 from pipeline.planning import geometry, weights
-from pipeline.quantize import plan
 
-
-def test_which_recipes_need_calibration_data_as_llm_compressor_decides():
-    """Our rule (no llm-compressor import: `make plan` stays fast) against llm-compressor's own:
-    its modifiers' `requires_calibration_data` once validated (QuantizationMixin
-    ._set_requires_calibration_data), for every shipped recipe."""
-    from llmcompressor.recipe import Recipe
-
-    ours, theirs = {}, {}
-    for name in recipe.shipped():
-        rf = recipe.load(name)
-        if rf.online:  # vLLM quantizes it: no modifiers
-            continue
-        ours[name] = plan.needs_calibration(rf)
-        modifiers = Recipe.from_dict(rf.spec.quantization).modifiers
-        theirs[name] = any(m.requires_calibration_data for m in modifiers)
-    assert ours == theirs
-    assert {n for n, needs in ours.items() if needs} >= {"gptq", "awq", "fp8-kv"}  # non-trivial
+# Which recipes need calibration data is checked against llm-compressor itself in
+# tests/e2e/quantize/test_calibration_rule.py (importing it takes ~20 s: not a unit test).
 
 
 @pytest.mark.parametrize(
@@ -86,14 +70,6 @@ def test_nvfp4_ideal_is_four_bits_plus_an_fp8_scale_per_16_plus_global_scales(tm
         assert got == int(expected), name
     mx = weights.artifact_bytes(recipe.load(str(RECIPES_DIR / "mxfp4.yaml")), geometry.of(CONFIG))
     assert mx == int(linear * (4 + 8 / 32) / 8 + rest * 2)
-
-
-def test_calibration_follows_the_schemes_activation_scales():
-    """As llm-compressor decides: static FP8 and NVFP4 (global input scales) observe
-    activations; dynamic FP8, MXFP4 and weight-only schemes need no data."""
-    from pipeline.config.schemes import PRESETS
-
-    assert {name for name, s in PRESETS.items() if s.calibrated_activations} == {"FP8", "NVFP4"}
 
 
 @pytest.mark.parametrize(

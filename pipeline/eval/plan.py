@@ -1,0 +1,148 @@
+"""The eval stage's plan, from the config alone (no torch): which backend scores, the engines or
+the RAM it needs, the reference files it writes, and its time — the measured overheads of this
+host's newest eval + the roofline bound of scoring both sides (pipeline/perf/timing.py).
+
+Its constants are the backends' own: BATCH_WINDOWS windows per forward (the vllm backend's
+batch, the hf backend's batch_size) bound scoring's memory and set its steps.
+"""
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING
+
+import psutil
+
+from pipeline.config.recipe import EvalSettings
+from pipeline.core.stage_plan import Options, StagePlan, Upstream
+from pipeline.perf import bound, host, timing
+from pipeline.planning import engine_plan
+from pipeline.planning.engine_plan import Traffic
+from pipeline.planning.geometry import Geometry
+from pipeline.quantize.memory import RUNTIME
+
+if TYPE_CHECKING:
+    from pipeline.core.artifact import Artifact
+
+GIB = 2**30
+BATCH_WINDOWS = 4  # windows per forward: bounds memory (a batch's logits, log-probs and ranks)
+# The hf backend's float32 forward on a CPU reaches about half the rate the host probe times on
+# one square matmul (its activations and 1 GB of logits a batch are fresh memory each time):
+# 187 of 362 GFLOPS at Llama-3-8B's shapes, cProfile of the eval, 2-core Xeon, 2026-12-03.
+HF_CPU_FORWARD_SHARE = 0.5
+
+
+@dataclasses.dataclass
+class EvalPlan(StagePlan):
+    backend: str = "hf"
+    tokens: int = 0  # scored a side: the held-out and calibration splits
+    context_length: int = 0
+    engines: dict | None = None  # the vllm backend's, per side
+    on_gpus: dict | None = None  # the hf backend's: what the vllm backend would need on GPUs
+
+    def starts_vllm(self) -> bool:
+        return self.backend == "vllm"
+
+
+def plan(a: "Artifact", options: Options, up: Upstream) -> EvalPlan:
+    """The eval of `a`'s artifact against its original on this host; options.backend as the
+    command line gives it (None: the recipe's; auto: vllm where GPUs are seen, else hf)."""
+    s = a.recipe.spec.eval
+    chosen = options.backend or s.backend
+    if chosen == "auto":
+        chosen = "vllm" if up.visible else "hf"
+    visible = up.visible
+    tokens = 2 * s.max_tokens
+    found = EvalPlan(backend=chosen, tokens=tokens, context_length=s.context_length)
+    original = a.geometry.original_bytes
+    sides = {"original": original, a.recipe.name: up.artifact_bytes or original}
+    traffic = Traffic(BATCH_WINDOWS, s.context_length + 1)
+    if chosen == "vllm":
+        placed = engine_plan.on_this_host(a.geometry, sides, visible, traffic, a.recipe)
+        found.engines, found.refusals = placed.engines, placed.refusals
+    else:
+        _on_hf(found, a, sides, visible, traffic)
+    found.files = [
+        ("reference (original's log-probs, at most; shared by every recipe)", _reference(a, s)),
+        ("per-token drift (tokens.pt)", tokens * 12),
+    ]
+    found.time_seconds, found.time = _time(a, chosen, s)
+    return found
+
+
+def _on_hf(found: EvalPlan, a: "Artifact", sides: dict, visible: list[str], traffic) -> None:
+    """transformers: float32 on CPU, one side at a time; the checkpoint's dtype on GPUs."""
+    found.where = "GPUs (device_map auto)" if visible else "CPU, float32"
+    found.on_gpus = {
+        side: engine_plan.on_reference_gpus(
+            a.geometry, weights, traffic, None if side == "original" else a.recipe
+        )
+        for side, weights in sides.items()
+    }
+    if visible:
+        return
+    found.cpu_ram_bytes = max(sides.values()) * 2 + scoring_bytes(a.geometry, a.recipe.spec.eval)
+    available = psutil.virtual_memory().available
+    if found.cpu_ram_bytes > available:
+        found.refusals.append(
+            f"eval (hf, float32 on CPU): ~{found.cpu_ram_bytes / GIB:.1f} GiB of RAM "
+            f"for the original; this host has {available / GIB:.1f} GiB available"
+        )
+
+
+def _reference(a: "Artifact", s: EvalSettings) -> int:
+    """The original's log-probs at most: k kept tokens a position (ids and log-probs)."""
+    vocab = a.geometry.vocab
+    id_bytes = 2 if vocab <= 32767 else 4
+    return 2 * s.max_tokens * (min(s.reference_max_k, vocab) * (id_bytes + 4) + 12)
+
+
+def scoring_bytes(g: Geometry, s: EvalSettings) -> int:
+    """What scoring holds beside the float32 model on CPU: a batch's logits (float32, every
+    vocabulary entry), the log-probs of the window being scored and of the one before it (the
+    scorer's), and the runtime. At Llama-3-8B's vocabulary (128,256): 7.6 GiB peak measured, 6.8
+    planned (2026-12-03, tests/e2e/test_real_shape_chain.py)."""
+    return (BATCH_WINDOWS + 2) * s.context_length * g.vocab * 4 + RUNTIME
+
+
+def _time(a: "Artifact", backend: str, s: EvalSettings) -> tuple[float | None, str]:
+    """This host's measured eval overheads + the bound of scoring both sides (no torch: the
+    host's rates only where something measured them)."""
+    hw = host.here(measure=False)
+    if hw is None:
+        return None, "unknown: this host's rates are not measured yet (a serve measures them)"
+    windows = 2 * (s.max_tokens // s.context_length)  # held-out and calibration splits
+    work = work_seconds(a.geometry, a.recipe, windows * s.context_length, s.context_length, hw,
+                        backend=backend)  # fmt: skip
+    overhead = timing.observed(f"eval-{backend}")
+    what = f"{windows} windows a side on {hw.name}"
+    if hf_on_cpu(backend, hw):
+        what += f", float32 at {HF_CPU_FORWARD_SHARE:.0%} of its probed matmul rate"
+    seconds, how = timing.estimate(work, overhead, what)
+    if s.tasks and overhead and overhead["tasks_seconds"]:
+        seconds += overhead["tasks_seconds"]
+        how += f" + lm-eval tasks as measured there ({overhead['tasks_seconds']:.0f} s, a floor)"
+    return seconds, f"~{timing.duration(seconds)}: {how}; loading the two models is not in it"
+
+
+def work_seconds(
+    g: Geometry, recipe, tokens: int, context: int, hw, sides: int = 2, backend: str = "hf"
+) -> float:
+    """The seconds of scoring `tokens` tokens a side in `context`-token windows: the artifact,
+    and (sides=2) the original, whose log-probs become the reference; their roofline, except
+    that the hf backend on a CPU (hf_on_cpu) computes in float32: twice the bytes of bf16
+    weights, at the share of float32's matmul rate its forward reaches (HF_CPU_FORWARD_SHARE)."""
+    if hf_on_cpu(backend, hw):
+        rate = hw.peak_flops["fp32"] * HF_CPU_FORWARD_SHARE
+        hw = dataclasses.replace(hw, bytes_s=hw.bytes_s / 2, peak_flops={"bf16": rate})
+    windows = max(1, tokens // context)
+    seconds = 0.0
+    for side in (recipe, None)[:sides]:
+        fp = bound.footprint(g, side)
+        step = bound.prefill(g, fp, hw, min(BATCH_WINDOWS, windows), context, "auto", 1)
+        seconds += math.ceil(windows / BATCH_WINDOWS) * step.seconds
+    return seconds
+
+
+def hf_on_cpu(backend: str, hw) -> bool:
+    """The hf backend on a host whose float32 matmul rate was probed: a CPU."""
+    return backend == "hf" and bool(hw.peak_flops.get("fp32"))

@@ -1,0 +1,101 @@
+"""Each side's vLLM engine as a stage's plan shows it: on this host (its GPUs, or one CPU engine
+holding the weights in RAM), and on REFERENCE_GPU GPUs — what a GPU host would need, shown on
+every host. Eval's vllm backend and serve plan their engines with it (eval/plan.py,
+serve/plan.py); the arithmetic is the deployment planner's (engines.py, deployment.py)."""
+
+from dataclasses import dataclass, field
+
+import psutil
+
+from pipeline.config.recipe import RecipeFile
+from pipeline.core.errors import NotOnThisHost
+from pipeline.planning import deployment, engines, gpus
+from pipeline.planning.geometry import Geometry
+
+GIB = 2**30
+REFERENCE_GPU = "H100-80GB"
+CPU_ENGINE_EXTRA = 2 * GIB  # vLLM's CPU engine beside its weights: 1 GiB KV pool + runtime
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What each engine is sized for: `users` sequences of `context` tokens."""
+
+    users: int
+    context: int
+
+
+@dataclass
+class Sides:
+    """Each side's engine plan (by label: "original", the recipe's name) and what this host
+    refuses of them."""
+
+    engines: dict[str, dict] = field(default_factory=dict)
+    refusals: list[str] = field(default_factory=list)
+
+
+def on_this_host(
+    g: Geometry, sides: dict[str, int], visible: list[str], traffic: Traffic, recipe: RecipeFile
+) -> Sides:
+    """Each side's engine on this host (`visible`: nvidia-smi's lines of the GPUs it sees) and on
+    REFERENCE_GPU; the quantized side (any label but "original") loads `recipe`'s layouts."""
+    found = Sides()
+    for side, weights in sides.items():
+        mine = None if side == "original" else recipe
+        ref = on_reference_gpus(g, weights, traffic, mine)
+        try:
+            engine = engines.engine(
+                g, weights, visible, traffic.users, traffic.context, side, recipe=mine
+            )
+        except NotOnThisHost as e:
+            found.refusals.append(str(e))
+            found.engines[side] = {"refused": str(e), "on_gpus": ref}
+            continue
+        entry = {**engine.describe(), "on_gpus": ref}
+        if visible:
+            entry["weights_per_gpu_bytes"] = int(weights / engine.tensor_parallel_size)
+        elif why := _cpu_refusal(side, weights, ref):
+            found.refusals.append(why)
+            entry |= {"cpu_ram_bytes": weights + CPU_ENGINE_EXTRA, "refused": why}
+        else:  # the CPU engine holds the weights in RAM
+            entry["cpu_ram_bytes"] = weights + CPU_ENGINE_EXTRA
+        found.engines[side] = entry
+    return found
+
+
+def _cpu_refusal(side: str, weights: int, ref: dict) -> str | None:
+    need, available = weights + CPU_ENGINE_EXTRA, psutil.virtual_memory().available
+    if need <= available:
+        return None
+    return (
+        f"{side}: vLLM's CPU engine needs ~{need / GIB:.1f} GiB of RAM (weights + KV pool); this "
+        f"host has {available / GIB:.1f} GiB available; on GPUs it needs "
+        f"{ref['tensor_parallel_size']} × {REFERENCE_GPU}"
+    )
+
+
+def on_reference_gpus(
+    g: Geometry, weights: int, traffic: Traffic, recipe: RecipeFile | None = None
+) -> dict:
+    """What REFERENCE_GPU GPUs would need (the deployment planner, nodes of 8):
+    tensor_parallel_size is the GPU count, TP × PP (None: more than 8 nodes hold). `recipe`
+    (the quantized side's): a TP vLLM loads its artifact at, expert parallel where it must;
+    the original (None) is never refused."""
+    load = deployment.Load(weights, "auto", traffic.users, traffic.context)
+    found = deployment.fewest(g, load, gpus.named(REFERENCE_GPU), recipe=recipe)
+    if found is None:
+        return {"gpu": REFERENCE_GPU, "tensor_parallel_size": None, "tp": None, "pp": None}
+    tp, pp = found.tensor_parallel_size, found.pipeline_parallel_size
+    placed = {"gpu": REFERENCE_GPU, "tensor_parallel_size": found.gpus, "tp": tp, "pp": pp}
+    if found.expert_parallel:
+        placed |= {"expert_parallel": True, "refused": list(found.refused)}
+    return placed
+
+
+def gpu_count(ref: dict) -> str:
+    """GPUs a reference layout needs: 2, or 8×2 across nodes, or >64."""
+    if not ref["tensor_parallel_size"]:
+        return ">64"
+    if ref["pp"] and ref["pp"] > 1:
+        return f"{ref['tp']}×{ref['pp']}"
+    return str(ref["tensor_parallel_size"])

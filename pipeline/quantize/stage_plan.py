@@ -1,0 +1,67 @@
+"""The quantize stage's plan as the chain shows it: where it runs, its memory (the planner's,
+pipeline/quantize/plan.py), the download and the artifact, and its time — from the newest
+earlier quantize on this host and path, as bf16 bytes per second, where one measured a model
+large enough for its rate to scale (a tiny model's run is start-up, not throughput)."""
+
+import json
+from typing import TYPE_CHECKING
+
+from pipeline.core import environment
+from pipeline.core.paths import runs_root
+from pipeline.core.stage_plan import ArtifactPlan
+from pipeline.perf import timing
+
+if TYPE_CHECKING:
+    from pipeline.quantize.stage import QuantizeStage
+
+SCALES_FROM = 2**30  # bf16 bytes a measured run must have quantized for its rate to scale
+
+
+def plan(q: "QuantizeStage") -> ArtifactPlan:
+    original = q.geometry.original_bytes
+    built = q.plan()
+    memory = built.get("memory_bytes") or {}
+    artifact = 0 if q.recipe.online else memory.get("artifact_estimate", 0)
+    downloads = [] if q.ref.source in ("local", "tiny") else [("original (hub cache)", original)]
+    found = ArtifactPlan(
+        where=built.get("placement", "nothing to quantize (online)"),
+        cpu_ram_bytes=memory.get("cpu_ram_peak_estimate", 0),
+        device_bytes=memory.get("device_peak_estimate", 0),
+        files=[*downloads, ("artifact", artifact)],
+        artifact_bytes=artifact,
+    )
+    found.time_seconds, found.time = _time(q, original)
+    if why := q.host_fit(q.max_memory):
+        found.refusals.append(why)
+    return found
+
+
+def _time(q: "QuantizeStage", original: int) -> tuple[float | None, str]:
+    """From the newest earlier run on this host with the same path: bf16 bytes per second."""
+    rates, small = [], []
+    host = environment.host()["hostname"]
+    for path in runs_root().glob("*/*/manifest.json"):
+        try:
+            entry = json.loads(path.read_text())["stages"]["quantize"]
+        except (OSError, ValueError, KeyError):
+            continue
+        m = entry.get("metrics") or {}
+        same_host = (entry.get("environment") or {}).get("hostname") == host
+        if not (same_host and m.get("path") == q.path and m.get("bytes_per_second")):
+            continue
+        measured = (entry.get("ended") or "", m["bytes_per_second"], path.parent)
+        scales = m.get("bf16_bytes", 0) >= min(original, SCALES_FROM) / 2
+        (rates if scales else small).append(measured)
+    if not rates:
+        why = "unknown: no quantize on this path measured on this host yet"
+        if small:
+            why = (
+                f"unknown: only models too small for their rate to scale were quantized on this "
+                f"path here (newest: {max(small)[2]}, start-up more than throughput)"
+            )
+        return None, why
+    _, rate, where = max(rates)
+    seconds = original / rate
+    measured = f"{rate / 2**20:,.0f} MiB/s of bf16 weights, {where}"
+    how = f"~{timing.duration(seconds)} (measured: {measured})"
+    return seconds, how

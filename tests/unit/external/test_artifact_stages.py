@@ -1,0 +1,68 @@
+"""The two stages that make an artifact — a recipe's quantize and an import — are each an
+Artifact (pipeline/core/artifact.py) on their own: the import inherits nothing from quantize, so
+every member eval, serve, publish and the chain use is one it states, and its host fit is a
+None with nothing checked, never a quantize memory verdict."""
+
+import json
+from dataclasses import fields
+
+from typing_extensions import get_protocol_members
+
+from pipeline.core.artifact import Artifact
+from pipeline.external import match
+from pipeline.external.stage import HOST_FIT, ImportStage
+from pipeline.models.tiny.spec import CONFIG
+from pipeline.quantize.stage import QuantizeStage
+
+
+def _has(cls: type, member: str) -> bool:
+    """A class attribute, method or property, or a dataclass field (no class attribute when
+    it has no default)."""
+    return hasattr(cls, member) or member in {f.name for f in fields(cls)}
+
+
+def test_an_import_is_not_a_quantize_stage():
+    assert not issubclass(ImportStage, QuantizeStage)
+    assert QuantizeStage not in ImportStage.__mro__
+
+
+def test_both_stages_state_every_member_of_the_artifact_protocol():
+    members = get_protocol_members(Artifact)
+    assert {"host_fit", "staging", "entry", "load_results", "artifact_for"} <= members
+    for cls in (QuantizeStage, ImportStage):
+        assert [m for m in sorted(members) if not _has(cls, m)] == [], cls.__name__
+
+
+def _import(tmp_path, monkeypatch) -> ImportStage:
+    """An fp8 export of tiny-llama's config, prepared (configs only: no weights, no writes)."""
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(match, "check_tokenizer", lambda *args: None)  # test_match's subject
+    folder = tmp_path / "fp8-export"
+    folder.mkdir()
+    quant = {"quant_method": "fp8", "activation_scheme": "dynamic"}
+    (folder / "config.json").write_text(json.dumps(CONFIG | {"quantization_config": quant}))
+    return ImportStage.prepare_import("tiny-llama", str(folder))
+
+
+def test_an_imports_host_fit_checks_nothing(tmp_path, monkeypatch):
+    stage = _import(tmp_path, monkeypatch)
+    assert stage.max_memory is None
+    assert stage.host_fit(None) is None and stage.host_fit(1) is None  # 1 byte: still None
+    assert stage.plan()["host_fit"] == HOST_FIT  # what it says instead of "fits"
+    assert stage.name == "quantize" and stage.header["recipe"]["name"] == stage.recipe.name
+
+
+def test_a_recipes_host_fit_is_its_memory_verdict():
+    q = QuantizeStage.prepare("tiny-llama", "gptq")
+    assert q.host_fit(2**50) is None
+    assert q.host_fit(1) == q.memory_verdict(1) and "GiB of CPU RAM" in q.host_fit(1)
+
+
+def test_every_stage_of_the_chain_states_its_staging():
+    """The runner calls `stage.staging(final)` with no default of its own."""
+    from pipeline.eval.stage import EvalStage
+    from pipeline.publish.stage import PublishStage
+    from pipeline.serve.stage import ServeStage
+
+    for cls in (QuantizeStage, ImportStage, EvalStage, ServeStage, PublishStage):
+        assert callable(cls.staging), cls.__name__
