@@ -16,12 +16,16 @@ Quality not measured is "not evaluated", never a guess.
 from dataclasses import asdict, dataclass, field
 
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
+from pipeline.core import objectstore
+from pipeline.core.paths import runs_root
 from pipeline.core.rundir import RunDir
+from pipeline.eval import results as eval_results
 from pipeline.perf import bound, prices
-from pipeline.planning import deployment, parallel
+from pipeline.planning import deployment, gpus, parallel
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import GPUS_PER_NODE, MAX_NODES, Hardware, Inventory
 from pipeline.planning.weights import artifact_bytes
+from pipeline.serve import results as serve_results
 
 KV_DTYPES = ("auto", "fp8")
 # what a card's deployment table and `make advise` assume unless told: the README's headline
@@ -213,9 +217,6 @@ def _quality(model_name: str, recipe_name: str) -> dict:
     """The latest eval of this model × recipe in the runs folder (the original: no drift)."""
     if recipe_name == "original":
         return {"source": "reference", "kl_mean": 0.0, "kl_mean_se": 0.0, "same_top_pct": 100.0}
-    from pipeline.core import objectstore
-    from pipeline.core.paths import runs_root
-    from pipeline.eval import results as eval_results
 
     objectstore.pull(f"{model_name}/{recipe_name}", weights=False)  # results, not the artifact
     rundir = RunDir(model_name, recipe_name, runs_root())  # as fetched: no pull of its own
@@ -244,7 +245,6 @@ def _measured_serve(model_name, recipe_name, hw: Hardware, price, ask) -> dict |
     """This model × recipe's latest serve, where it ran on `hw`: output tokens/s per GPU (or
     per host) at the highest concurrency tested ≤ USERS, its ITL and TTFT, and the $ they
     give."""
-    from pipeline.serve import results as serve_results
 
     recipe_dir = "original" if recipe_name == "original" else recipe_name
     for rundir in _serve_dirs(model_name, recipe_dir):
@@ -278,8 +278,6 @@ def _measured_serve(model_name, recipe_name, hw: Hardware, price, ask) -> dict |
 
 def _serve_dirs(model_name: str, recipe_dir: str) -> list[RunDir]:
     """Where a side was served: its own run dir; the original, beside any recipe."""
-    from pipeline.core import objectstore
-    from pipeline.core.paths import runs_root
 
     if recipe_dir != "original":
         objectstore.pull(f"{model_name}/{recipe_dir}", weights=False)  # results, not weights
@@ -291,7 +289,6 @@ def _serve_dirs(model_name: str, recipe_dir: str) -> list[RunDir]:
 
 def _same_hardware(environment: dict, hw: Hardware) -> bool:
     """A serve measured on this hardware: the same GPU type, or this CPU host."""
-    from pipeline.planning import gpus
 
     found = environment.get("gpus") or []
     if hw.name.startswith("this host"):

@@ -1,7 +1,7 @@
 """From the command line's flags to the stage that makes the artifact: a recipe's quantize stage,
 or with `--artifact` / `--import` the import of a checkpoint quantized elsewhere.
 
-Both stages are imported inside the function: they pull in the recipe, model and planning code
+Deferred imports: both stages: they pull in the recipe, model and planning code
 that `recipes`, `plan` and `--help` never need."""
 
 import argparse

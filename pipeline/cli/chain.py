@@ -1,7 +1,7 @@
 """After the artifact's stage: eval, serve and run either print the chain's plan (`--dry-run`)
 or run the flow, and `run` refuses up front what this host cannot do.
 
-chain_plan, flow and show are imported inside the functions: they reach the stages (~0.3 s and
+Deferred imports: the chain's plan, flow and show: they reach the stages (~0.3 s and
 more), which every command would pay at start, since the parser imports every command's module."""
 
 import argparse

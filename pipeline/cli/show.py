@@ -2,7 +2,9 @@
 
 from pipeline.cli.tables import eval_table, run_table, serve_table
 from pipeline.core.outcome import Outcome
+from pipeline.eval.results import load as eval_results
 from pipeline.quantize import routing
+from pipeline.serve.results import load as serve_results
 
 MIB = 2**20
 
@@ -93,8 +95,6 @@ STAGES = {"quantize": quantize, "eval": eval_, "serve": serve}
 
 def run_summary(outcome: Outcome) -> str:
     """`make run`'s closing table, from the results the outcome points at."""
-    from pipeline.eval.results import load as eval_results
-    from pipeline.serve.results import load as serve_results
 
     by = {s.stage: s for s in outcome.stages if s.status in ("done", "cached", "gate_failed")}
     quality = eval_results(_path(by["eval"])) if "eval" in by else None

@@ -7,6 +7,9 @@ import socket
 
 import psutil
 
+from pipeline.core import devices
+from pipeline.core.paths import REPO as repo
+
 
 def library_versions(names: tuple[str, ...]) -> dict[str, str]:
     found = {}
@@ -47,7 +50,6 @@ def cpu_model() -> str | None:
 def gpus() -> list[str]:
     """The GPUs this process may use (nvidia-smi's list filtered by CUDA_VISIBLE_DEVICES), as
     nvidia-smi's `name, memory MiB` lines, without importing torch; empty on CPU-only hosts."""
-    from pipeline.core import devices
 
     return [g.line() for g in devices.seen()]
 
@@ -79,8 +81,6 @@ def reset_peak_rss() -> None:
 def git_commit() -> dict:
     """{"commit", "dirty"} of this checkout (None outside a git checkout)."""
     import subprocess
-
-    from pipeline.core.paths import REPO as repo
 
     def git(*args: str) -> str | None:
         try:

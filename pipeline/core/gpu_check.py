@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core import devices
+from pipeline.core import devices, serving_env
 from pipeline.core.errors import NotOnThisHost
 
 SMALL_SERVE = ["--concurrency", "1,4", "--num-prompts", "8", "--repeats", "1"]
@@ -136,7 +136,6 @@ def _row(step: Step, holds: bool | None, seconds: float, detail: str, status: st
 
 
 def _step(step: Step, runs: Path, real: str | None) -> dict:
-    from pipeline.core import serving_env
 
     if step.needs_vllm and not serving_env.available():
         return _row(step, None, 0.0, "no serving env (vLLM) here: make setup builds it")

@@ -1,10 +1,10 @@
 """Progress bars that stay readable in CI logs: frequent on a terminal, every 15 s otherwise."""
 
+from pipeline.core.quiet import terminal
+
 
 def bar(iterable=None, **kwargs):
     from tqdm import tqdm
-
-    from pipeline.core.quiet import terminal
 
     out = kwargs.setdefault("file", terminal())  # ours on the terminal, libraries' in the log
     tty = out.isatty()

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from pipeline.core import devices
+from pipeline.core import devices, environment
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import sha256_text, write_json_atomic
 from pipeline.core.paths import REPO, VLLM_SCRIPTS, cache_root
@@ -50,7 +50,6 @@ def torch_version_file() -> Path | None:
 
 def wrong_build() -> str | None:
     """Why the installed vLLM build cannot serve on this host (None: it can, or unknown)."""
-    from pipeline.core import environment
 
     installed, gpus = build(), len(environment.gpus())
     if installed == "cpu" and gpus:
@@ -91,7 +90,6 @@ def offline_env() -> dict[str, str]:
     the script's process instead of two more processes that each import vLLM again (prompt
     log-probs of 17 windows here: 36 s → 17 s, a third less per batch without the copy between
     processes). GPU hosts keep vLLM's default."""
-    from pipeline.core import environment
 
     env = dict(os.environ)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")

@@ -11,6 +11,9 @@ from pathlib import Path
 
 from pipeline.core.files import sha256_json, write_json_atomic
 
+# Deferred imports: drift imports torch: torch loads only when there is scoring to do (a cached eval
+# answers in under a second)
+
 FLOOR_BATCH = 2  # windows per batch for the second pass: other matrix shapes, no more memory
 FIELDS = ("kl_mean", "kl_mean_se", "kl_p99", "same_top_pct", "ppl_ratio", "rms_dp_pct")
 

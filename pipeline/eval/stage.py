@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.config.recipe import EvalSettings
-from pipeline.core import devices, environment, serving_env
+from pipeline.core import devices, environment, quiet, serving_env
 from pipeline.core.artifact import Artifact
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import write_json_atomic
@@ -25,9 +25,14 @@ from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.data import texts
 from pipeline.eval import engine_identity, floor, reference_key, tasks
+from pipeline.eval import plan as eval_plan
 from pipeline.eval import results as eval_results
 from pipeline.eval.gates import check_gates
 from pipeline.eval.results import EvalResults
+from pipeline.perf import host, timing
+
+# Deferred imports: the backends, drift and reference import torch: torch loads only when there is
+# scoring to do (a cached eval answers in under a second)
 
 SPLITS = ("heldout", "calibration")
 TOKENS = "tokens.pt"
@@ -187,7 +192,6 @@ class EvalStage(AfterQuantize):
         return self.rundir.path / "logs" / "eval.log"
 
     def work(self, out: Path) -> dict:
-        from pipeline.core import quiet
 
         with quiet.to_log(self.log), quiet.library_output(self.log):
             return self._work(out)
@@ -271,8 +275,6 @@ class EvalStage(AfterQuantize):
     def _record_overheads(self, seconds: float, tasks_seconds: float, references: int) -> None:
         """What this eval took beyond the bound of its scoring: the chain plan's next estimate
         (pipeline/perf/timing.py). The original side counts only where its reference was built."""
-        from pipeline.eval import plan as eval_plan
-        from pipeline.perf import host, timing
 
         hw = host.here()
         if hw is None:

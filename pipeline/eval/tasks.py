@@ -19,11 +19,14 @@ import tempfile
 from pathlib import Path
 
 from pipeline.config.recipe import TaskSpec
-from pipeline.core import procs, quiet, serving_env
+from pipeline.core import environment, procs, quiet, serving_env
 from pipeline.core.errors import UserError
 from pipeline.core.files import hash_folder, sha256_json, write_json_atomic
 from pipeline.core.paths import TASKS_DIR
 from pipeline.eval import engine_identity, paired_tasks
+
+# Deferred imports: the backends import torch (and lm-eval's task script, its libraries): torch
+# loads only when there is scoring to do (a cached eval answers in under a second)
 
 SCRIPT = Path(__file__).resolve().parent / "task_scripts" / "run_lm_eval.py"
 LM_EVAL_BATCH = 8
@@ -176,7 +179,6 @@ def _subprocess(spec: dict, label: str) -> dict:
 
 
 def _vllm_args(model_dir: Path, kv_cache_dtype: str) -> dict:
-    from pipeline.core import environment
     from pipeline.eval.backends import vllm
 
     config = json.loads((model_dir / "config.json").read_text())

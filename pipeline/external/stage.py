@@ -27,17 +27,22 @@ from typing import TYPE_CHECKING
 import yaml
 
 from pipeline.config import recipe
+from pipeline.config.schemes import schemes_from_args
 from pipeline.config.strict import validated
 from pipeline.core import environment, progress, quiet
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir
 from pipeline.core.rundir import RunDir, StageEntry
-from pipeline.external import formats, match, source
+from pipeline.external import formats, match, source, stage_plan
 from pipeline.models import aliases, checkpoint
+from pipeline.models.tiny.build import ensure
 from pipeline.planning import deployment, geometry
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize import record, verify
+from pipeline.quantize.artifact import size_metrics, tensor_bytes
+
+# Deferred imports: the GPTQ converter imports torch; a dry run or a cached import needs none
 
 if TYPE_CHECKING:
     from pipeline.core.stage_plan import ArtifactPlan
@@ -145,7 +150,6 @@ class ImportStage:
 
     def stage_plan(self) -> "ArtifactPlan":
         """The chain's view of this stage: nothing to quantize, the files it brings."""
-        from pipeline.external import stage_plan
 
         return stage_plan.plan(self)
 
@@ -190,7 +194,6 @@ class ImportStage:
         return found
 
     def work(self, out: Path) -> dict:
-        from pipeline.quantize.artifact import size_metrics, tensor_bytes
 
         fmt = self.format
         steps = progress.bar(total=3, desc=f"import {self.external.name}", unit="step")
@@ -262,7 +265,6 @@ def describe(folder: Path) -> recipe.RecipeFile:
 def _same_scheme(fmt: formats.ExternalFormat) -> str:
     """The shipped recipe of the artifact's method and scheme (AutoAWQ's W4A16_ASYM: awq), else
     the first of its scheme, else gptq."""
-    from pipeline.config.schemes import schemes_from_args
 
     scheme = schemes_from_args(fmt.modifier())[0][0]
     names = recipe.artifact_recipes()
@@ -273,8 +275,6 @@ def _same_scheme(fmt: formats.ExternalFormat) -> str:
 
 def _tokenizer_source(ref: aliases.ModelRef) -> Path | str:
     if ref.source == "tiny":
-        from pipeline.models.tiny.build import ensure
-
         return ensure()
     return ref.path or ref.hub_id
 

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.core.errors import UserError, clip, first_line
-from pipeline.core.files import exists, is_file
+from pipeline.core.files import exists, hash_folder, is_file
 from pipeline.models import integrity
+from pipeline.models.tiny.build import ensure
+from pipeline.models.tiny.spec import CONFIG
 
 TINY = "tiny-llama"
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
@@ -73,8 +75,6 @@ def resolve(name: str, revision: str | None = None) -> ModelRef:
 def load_config(ref: ModelRef) -> dict:
     """config.json, without loading weights; offline for the aliases and tiny-llama."""
     if ref.source == "tiny":
-        from pipeline.models.tiny.spec import CONFIG
-
         return dict(CONFIG)
     if ref.source == "local":
         return integrity.read_config(ref.path)
@@ -96,11 +96,8 @@ def materialize(ref: ModelRef) -> tuple[Path, dict]:
     tiny-llama is built (once); hub models are downloaded to the hub cache (once) and pinned
     by the commit they resolved to; local folders are identified by content hash.
     """
-    from pipeline.core.files import hash_folder
 
     if ref.source == "tiny":
-        from pipeline.models.tiny.build import ensure
-
         path = ensure()
         return path, {"name": TINY, "content_sha256": hash_folder(path)}
     if ref.source == "local":

@@ -18,6 +18,8 @@ from pathlib import Path
 from pipeline.core.files import sha256_json, staging_dir, waiting_lock
 from pipeline.core.paths import cache_root
 from pipeline.models import aliases
+from pipeline.models.tiny import spec
+from pipeline.models.tiny.build import ensure as tiny
 
 _BUILD_VERSION = 1  # bump when this file changes what it produces
 SHARD = "1GB"
@@ -26,7 +28,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 
 def config(alias: str, layers: int) -> dict:
     """The alias's shipped config with `layers` decoder layers and tiny-llama's special ids."""
-    from pipeline.models.tiny import spec
 
     found = {**aliases.load_config(aliases.resolve(alias)), "num_hidden_layers": layers}
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
@@ -56,8 +57,6 @@ def ensure(alias: str = "llama3-8b", layers: int = 2) -> Path:
 def _build(out: Path, alias: str, wanted: dict, seed: int = 0) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-
-    from pipeline.models.tiny.build import ensure as tiny
 
     values = dict(wanted)
     model_type = values.pop("model_type")

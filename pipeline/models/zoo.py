@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from pipeline.models import aliases
+from pipeline.models.tiny.build import ensure
 
 SHRINK = {
     "vocab_size": 4096,
@@ -66,8 +67,6 @@ def build(alias: str, out: Path, seed: int = 0) -> Path:
     """A random-init model of `alias`'s architecture in `out` (bf16 safetensors + tokenizer)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-
-    from pipeline.models.tiny.build import ensure
 
     config = shrunk_config(alias)
     model_type = config.pop("model_type")

@@ -18,8 +18,12 @@ from pipeline.config.flags import to_argv
 from pipeline.core import objectstore
 from pipeline.core.outcome import Outcome
 from pipeline.core.paths import REPO, runs_root
+from pipeline.eval.results import load as eval_results
 from pipeline.nightly import envs
 from pipeline.nightly.matrix import Cell
+from pipeline.nightly.regress import floor_metrics
+from pipeline.nightly.store import Metric
+from pipeline.serve.results import load as serve_results
 
 # the process groups of the cells this process runs now: stop_running() ends them
 _RUNNING: set[int] = set()
@@ -166,10 +170,6 @@ def _last_line(tail: str) -> str:
 def collect(outcome: Outcome | None) -> list:
     """Metrics of the results the cell's run used: quality (with standard errors), memory,
     throughput."""
-    from pipeline.eval.results import load as eval_results
-    from pipeline.nightly.regress import floor_metrics
-    from pipeline.nightly.store import Metric
-    from pipeline.serve.results import load as serve_results
 
     by = {s.stage: s for s in (outcome.stages if outcome else [])}
     found = []

@@ -8,7 +8,8 @@ it carries no envs.
 
 from pathlib import Path
 
-from pipeline.core.paths import REPO
+from pipeline.core import secrets
+from pipeline.core.paths import REPO, runs_url
 
 STAMPS = (".venv/.installed", ".venv-serve/.installed-*")
 
@@ -44,8 +45,6 @@ def refusal(expected: dict[str, str], node: str, repo: Path = REPO) -> str | Non
 def credentials_refusal(node: str) -> str | None:
     """Why this node cannot reach RUNS_DIR's object storage (None: it can, or it is local).
     Credentials never travel with a Ray task (executors.SHARED): the node has its own."""
-    from pipeline.core import secrets
-    from pipeline.core.paths import runs_url
 
     url = runs_url()
     if not url or not url.startswith("s3://"):

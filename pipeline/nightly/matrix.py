@@ -20,6 +20,7 @@ from pipeline.core import objectstore
 from pipeline.core.errors import UserError
 from pipeline.core.files import sha256_json, sha256_text
 from pipeline.core.paths import NIGHTLY_MATRIX, runs_root
+from pipeline.external.source import resolve
 
 STAGES = ("quantize", "eval", "serve")
 
@@ -144,8 +145,6 @@ def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
         serve["tensor_parallel_size"] = spec.tensor_parallel_size
     name = spec.name or spec.recipe
     if spec.artifact is not None:
-        from pipeline.external.source import resolve
-
         name = spec.name or resolve(spec.artifact).run_name
     given_tp = "tensor_parallel_size" in {*serve, *rf.spec.serve.model_fields_set}
     # every bound (gt=0, …) checked against the recipe's own settings, before anything runs

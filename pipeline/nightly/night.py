@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterator
 from secrets import token_hex
 
-from pipeline.core import environment, objectstore, secrets
+from pipeline.core import environment, objectstore, secrets, serving_env
 from pipeline.core.errors import UserError
 from pipeline.core.paths import runs_root
 from pipeline.nightly import cell as cells_here
@@ -185,7 +185,6 @@ def verdict(rows: list[dict]) -> tuple[str, str | None]:
 
 
 def facts() -> dict:
-    from pipeline.core import serving_env
 
     host = environment.host()
     host.pop("hostname", None)

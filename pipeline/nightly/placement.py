@@ -12,8 +12,13 @@ starts, naming the node shapes seen. Pure: tested against recorded node lists.
 
 from dataclasses import dataclass
 
+from pipeline.config import recipe as recipes
 from pipeline.core.errors import UserError
+from pipeline.models import aliases
 from pipeline.nightly.matrix import Cell
+from pipeline.planning import deployment, geometry
+from pipeline.planning.gpus import named
+from pipeline.planning.weights import artifact_bytes
 
 
 @dataclass(frozen=True)
@@ -84,11 +89,6 @@ def sides(cell: Cell, gpu: str, per_node: int) -> tuple[int, int]:
     them on nodes of `per_node` × `gpu` (the cell's own TP for both, where it sets one)."""
     if cell.tensor_parallel_size:
         return cell.tensor_parallel_size, cell.tensor_parallel_size
-    from pipeline.config import recipe as recipes
-    from pipeline.models import aliases
-    from pipeline.planning import deployment, geometry
-    from pipeline.planning.gpus import named
-    from pipeline.planning.weights import artifact_bytes
 
     g = geometry.of_model(aliases.resolve(cell.model))
     original = g.original_bytes

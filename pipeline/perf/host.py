@@ -14,6 +14,7 @@ import time
 from pipeline.core import environment
 from pipeline.core.files import sha256_text, write_json_atomic
 from pipeline.core.paths import cache_root
+from pipeline.planning import gpus
 from pipeline.planning.gpus import Hardware
 
 REPEATS = 5
@@ -102,7 +103,6 @@ def _best(work) -> float:
 def here(measure: bool = True) -> Hardware | None:
     """What this host computes on: its first GPU's spec (None: a GPU not in the table), or its
     CPU with the measured rates."""
-    from pipeline.planning import gpus
 
     found = environment.gpus()
     if found:

@@ -16,8 +16,10 @@ import functools
 import json
 from dataclasses import dataclass, replace
 
+from pipeline.config import recipe
 from pipeline.models import aliases, architecture, checkpoint, kv_layout
 from pipeline.planning.linears import LayerKind, Linear, Linears, Style
+from pipeline.planning.weights import artifact_bytes
 
 
 @dataclass(frozen=True)
@@ -105,9 +107,6 @@ def _of(text: str) -> Geometry:
         linears=_linears(config),
     )
     if found.fp8_blocks:  # vLLM serves it in its shipped format: count that
-        from pipeline.config import recipe  # planning.weights needs this module's Geometry
-        from pipeline.planning.weights import artifact_bytes
-
         # the shipped fp8-block recipe: FP8 Linears in 128 × 128 blocks, lm_head in 16 bits
         found = replace(found, original_bytes=artifact_bytes(recipe.load("fp8-block"), found))
     return found

@@ -20,6 +20,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.advise import rank as advise
 from pipeline.core import environment
 from pipeline.core.artifact import Artifact
 from pipeline.core.errors import UserError
@@ -28,6 +29,8 @@ from pipeline.core.paths import REPO, cache_root, runs_root
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.eval import results as eval_results
+from pipeline.perf import prices
+from pipeline.planning import gpus
 from pipeline.publish import card, target, upload
 from pipeline.publish.results import PublishRecord, UsedResult
 from pipeline.serve import results as serve_results
@@ -227,9 +230,6 @@ def card_inputs(stage: PublishStage) -> card.CardInputs:
 
 def _deployment(q: Artifact, rf) -> list[dict]:
     """The original and this recipe as `make advise` bounds them on the reference GPU."""
-    from pipeline.advise import rank as advise
-    from pipeline.perf import prices
-    from pipeline.planning import gpus
 
     hw = gpus.SPECS[advise.REFERENCE_GPU]
     ask = advise.Ask(advise.REFERENCE_USERS, advise.REFERENCE_CONTEXT)

@@ -19,9 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pipeline.config.recipe import RecipeFile
+from pipeline.models.architecture import Linear, is_router
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import matches
 from pipeline.quantize import plan
+from pipeline.quantize.artifact import tensors
 
 _EXPERT = re.compile(r"\.experts\.\d+\.")
 # Mixtral checkpoints name each expert's Linears w1 / w3 / w2; llm-compressor 0.14's oneshot
@@ -67,7 +69,6 @@ def unsupported_for(recipe: RecipeFile, g: Geometry) -> str | None:
 def derived_ignore(model_path: Path, recipe: RecipeFile) -> list[str]:
     """Checkpoint modules with a 2-D weight that oneshot leaves in 16 bits, by exact name (the
     recipe's own patterns first): found on a meta-device model of the architecture."""
-    from pipeline.quantize.artifact import tensors
 
     linears, _ = _meta_modules(model_path)
     ignore = recipe.ignored()
@@ -90,7 +91,6 @@ def derived_ignore(model_path: Path, recipe: RecipeFile) -> list[str]:
 def _is_router(module: str) -> bool:
     """MoE routers stay 16-bit (llm-compressor ignores them itself; vLLM runs them in 16 bits):
     the planner's rule."""
-    from pipeline.models.architecture import Linear, is_router
 
     return is_router(Linear(module, 0, 0, 0))
 

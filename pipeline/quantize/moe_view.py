@@ -22,7 +22,9 @@ import re
 import shutil
 from pathlib import Path
 
+from pipeline.core.files import staging_dir
 from pipeline.models import checkpoint
+from pipeline.quantize.artifact import tensors
 
 FOLDER = "hf-view"  # inside the run dir, beside the artifact
 _ONESHOT = re.compile(r"(\.experts\.\d+\.)(gate_proj|up_proj|down_proj)\.")
@@ -43,7 +45,6 @@ def reasons(artifact: Path) -> list[str]:
     if not config_path.is_file():
         return []
     config = json.loads(config_path.read_text())
-    from pipeline.quantize.artifact import tensors
 
     names = [n for n in tensors(Path(artifact)) if _EXPERT.search(n)]
     found = []
@@ -68,8 +69,6 @@ def ensure(artifact: Path, out: Path) -> Path:
     """The view of `artifact` at `out`, written once (staged, then renamed into place)."""
     from safetensors import safe_open
     from safetensors.torch import save_file
-
-    from pipeline.core.files import staging_dir
 
     if (out / "config.json").is_file():
         return out

@@ -16,7 +16,12 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pipeline.config import recipe
+from pipeline.core import quiet
 from pipeline.core.errors import PipelineError
+from pipeline.data.texts import packed
+from pipeline.quantize import layer_progress, routing
+from pipeline.quantize.compat import patch_llmcompressor_for_cpu
 
 
 @dataclass(frozen=True)
@@ -40,11 +45,6 @@ def run(job: Job, out: Path, steps=None, track_routing: bool = True, layers=None
     from llmcompressor import oneshot
     from llmcompressor.logger import LoggerConfig, configure_logger
     from transformers import AutoTokenizer
-
-    from pipeline.config import recipe
-    from pipeline.core import quiet
-    from pipeline.quantize import routing
-    from pipeline.quantize.compat import patch_llmcompressor_for_cpu
 
     step = steps.set_postfix_str if steps else (lambda *a, **k: None)
     if quiet.verbose():
@@ -75,7 +75,6 @@ def run(job: Job, out: Path, steps=None, track_routing: bool = True, layers=None
         }
     step("calibrating + quantizing", refresh=False)
     torch.manual_seed(cal.seed)
-    from pipeline.quantize import layer_progress
 
     with layer_progress.layers(layers) if layers else contextlib.nullcontext():
         oneshot(model=model, recipe=job.recipe_yaml, **kwargs)
@@ -129,8 +128,6 @@ def _rank() -> int | None:
 
 def _tokenized(texts: list[str], cal, tokenizer):
     from datasets import Dataset
-
-    from pipeline.data.texts import packed
 
     if cal.pack:
         enc = tokenizer(texts, add_special_tokens=not cal.chat_template)

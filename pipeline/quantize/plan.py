@@ -18,6 +18,7 @@ from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import artifact_bytes, targeted
+from pipeline.quantize import memory
 
 GIB = 2**30
 _CALIBRATING = {"GPTQModifier", "AWQModifier", "SmoothQuantModifier", "AutoRoundModifier"}
@@ -78,7 +79,6 @@ def build(
     route: dict | None = None,
 ) -> dict:
     """`route`: {"path": "model-free" | "oneshot", "workers": N, "shards": [bytes, …] or None}."""
-    from pipeline.quantize import memory
 
     route = route or {"path": "oneshot", "workers": 1, "shards": None}
     params = g.params

@@ -21,11 +21,12 @@ from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
 from pipeline.core.files import staging_dir
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.data.texts import TextSet, check_source, load_texts, source_sha
-from pipeline.models import aliases, integrity
+from pipeline.models import aliases, architecture, integrity
 from pipeline.planning import deployment, geometry
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import artifact_bytes
-from pipeline.quantize import model_free, plan, record, verify
+from pipeline.quantize import model_free, moe_view, oneshot, plan, record, stage_plan, verify
+from pipeline.quantize.artifact import shard_bytes, size_metrics, tensor_bytes
 
 ARTIFACT = "artifact"
 PATHS = ("model-free", "oneshot")
@@ -77,7 +78,6 @@ class QuantizeStage:
     def artifact_for(self, backend: str) -> Path:
         """What an eval backend loads: for hf, a Mixtral artifact's view with the expert names
         transformers maps (pipeline/quantize/moe_view.py), one per quantize result."""
-        from pipeline.quantize import moe_view
 
         if backend != "hf" or self.recipe.online or not moe_view.needed(self.artifact):
             return self.artifact
@@ -209,13 +209,11 @@ class QuantizeStage:
 
     def stage_plan(self) -> "ArtifactPlan":
         """The chain's view of this stage: where it runs, memory, files, time."""
-        from pipeline.quantize import stage_plan
 
         return stage_plan.plan(self)
 
     def _route(self) -> dict:
         """How the planner should size this run: path, workers, and the shards it reads."""
-        from pipeline.quantize.artifact import shard_bytes
 
         folder = self.model_path or self.ref.path
         shards = shard_bytes(folder) if folder else None
@@ -302,8 +300,6 @@ def _online(job: QuantizeStage, out: Path) -> dict:
     entry records that (later stages build on it like on an artifact)."""
     import json
 
-    from pipeline.quantize.artifact import tensor_bytes
-
     (out / "online.json").write_text(
         json.dumps({"model": str(job.model_path), "vllm_args": job.recipe.vllm_args()}) + "\n"
     )
@@ -321,8 +317,6 @@ def _online(job: QuantizeStage, out: Path) -> dict:
 
 def _quantize(job: QuantizeStage, out: Path) -> dict:
     import time
-
-    from pipeline.quantize.artifact import size_metrics
 
     t0 = time.monotonic()
     desc = f"quantize {job.ref.name} × {job.recipe.name}"
@@ -395,7 +389,6 @@ def _copy_tokenizer(model: Path, out: Path) -> None:
 
 
 def _oneshot(job: QuantizeStage, out: Path, steps, layers=None) -> dict | None:
-    from pipeline.quantize import oneshot
 
     spec = oneshot.Job(
         model_path=str(job.model_path),
@@ -418,7 +411,6 @@ def _with_routers_ignored(job: QuantizeStage) -> dict:
     ignores Qwen3-MoE's `mlp.gate` itself but quantizes Qwen2-MoE's `shared_expert_gate` (a
     Linear of one output), which vLLM builds unquantized: kept 16-bit like every router, as
     the planner and the model-free path keep them."""
-    from pipeline.models import architecture
 
     found = {name: dict(args) for name, args in job.capped.items()}
     routers = sorted(

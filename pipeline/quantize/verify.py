@@ -17,7 +17,11 @@ their shapes, must be exactly the ones oneshot would (the planner's `targeted` l
 from pathlib import Path
 
 from pipeline.core.errors import ArtifactCheckError, first_line
+from pipeline.models import hf_load
 from pipeline.planning.geometry import Geometry
+from pipeline.planning.weights import targeted
+from pipeline.quantize import artifact as art
+from pipeline.quantize import moe_view
 
 RELOAD_LIMIT = 1_000_000_000  # parameters; above it the spot check replaces the reload
 SPOT_ROWS = 3  # rows of each quantized weight dequantized and compared with the original
@@ -32,7 +36,6 @@ def check(artifact: Path, original: Path, params: int, bits: int) -> dict:
     if params <= RELOAD_LIMIT:
         return reload(artifact, params)
     checked = spot_check(artifact, original, params, bits)
-    from pipeline.quantize import moe_view
 
     if moe_view.needed(artifact):  # known by its names: plain from_pretrained leaves experts out
         reason = (
@@ -45,9 +48,6 @@ def check(artifact: Path, original: Path, params: int, bits: int) -> dict:
 def quantized_as_planned(artifact: Path, recipe, g: Geometry) -> None:
     """The quantized Linears, counted by (out, in) shape, must be the planner's targeted ones."""
     from collections import Counter
-
-    from pipeline.planning.weights import targeted
-    from pipeline.quantize import artifact as art
 
     scheme = recipe.scheme()
     table = art.tensors(artifact)
@@ -70,8 +70,6 @@ def spot_check(artifact: Path, original: Path, params: int, bits: int) -> dict:
     """Headers, finite positive scales, and a few dequantized rows per quantized weight."""
     import torch
     from safetensors import safe_open
-
-    from pipeline.quantize import artifact as art
 
     table, files = art.tensors(artifact), art.tensor_files(artifact)
     source = art.tensor_files(original)
@@ -146,8 +144,6 @@ def reload(artifact: Path, params: int) -> dict:
         return {"transformers": None, "reason": f"not reloaded here ({params / 1e9:.1f}B params)"}
     import tempfile
 
-    from pipeline.quantize import moe_view
-
     plain = _reload(artifact)
     if plain["transformers"]:
         return plain
@@ -168,8 +164,6 @@ SHOWN_KEYS = 4  # unexpected / missing names kept in the manifest
 def _reload(artifact: Path) -> dict:
     import torch
     import transformers
-
-    from pipeline.models import hf_load
 
     try:
         model, info = hf_load.from_pretrained(artifact, torch.float32, output_loading_info=True)

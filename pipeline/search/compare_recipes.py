@@ -23,13 +23,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline.chain import flow
+from pipeline.chain import plan as chain_plan  # the stages: not loaded before a dry run
 from pipeline.config.strict import display
-from pipeline.core.errors import PipelineError, UserError
+from pipeline.core.errors import NotOnThisHost, PipelineError, UserError
 from pipeline.core.files import sha256_json, write_json_atomic
 from pipeline.core.outcome import Outcome
 from pipeline.core.paths import runs_root
 from pipeline.core.stage_plan import Options
+from pipeline.eval.results import load as eval_results
 from pipeline.quantize.stage import QuantizeStage
+from pipeline.serve.results import load as serve_results
+from pipeline.serve.stage import ServeStage
 
 MIB = 2**20
 DEFAULT_RECIPES = ("fp8", "w4a16-rtn", "gptq")
@@ -82,9 +86,6 @@ def prepare(model: str, recipes: list[str], revision: str | None = None) -> list
 def plan(stages: list[QuantizeStage], backend: str | None, serve: bool, as_json: bool) -> None:
     """--dry-run: each recipe's chain plan; exit 4 where this host cannot do one of them."""
     import json
-
-    from pipeline.chain import plan as chain_plan  # the stages: not loaded before a dry run
-    from pipeline.core.errors import NotOnThisHost
 
     chain = ("eval", "serve") if serve else ("eval",)
     plans = [chain_plan.build(q, chain, Options(backend=backend)) for q in stages]
@@ -164,7 +165,6 @@ def _one(q: QuantizeStage, backend: str | None, serve: bool) -> Row:
 
 
 def _row(q: QuantizeStage, by: dict) -> Row:
-    from pipeline.eval.results import load as eval_results
 
     m = by["quantize"].metrics or {}
     evaluated = by["eval"]
@@ -216,7 +216,6 @@ def mean_with_se(tasks: list[dict]) -> tuple[float | None, float | None]:
 
 def _cached_serve(q: QuantizeStage) -> tuple[dict | None, str | None]:
     """A serve result already cached for this artifact with the recipe's own serve settings."""
-    from pipeline.serve.stage import ServeStage
 
     try:
         stage = ServeStage.prepare(q)
@@ -231,7 +230,6 @@ def _cached_serve(q: QuantizeStage) -> tuple[dict | None, str | None]:
 
 def throughput(path: Path) -> dict | None:
     """Output tokens/s at the highest concurrency served: quantized, and / original."""
-    from pipeline.serve.results import load as serve_results
 
     results = serve_results(path)
     if not results.comparison.levels:

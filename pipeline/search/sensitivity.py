@@ -9,6 +9,9 @@ from pipeline.config.schemes import PRESETS, Scheme
 from pipeline.core import progress
 from pipeline.search.groups import Group
 
+# Deferred imports: drift imports torch, needed only when a sensitivity is measured (not when
+# cached)
+
 # what a group can be: fewest bits first (the random control starts everyone at the first)
 CANDIDATES: dict[str, Scheme | None] = {
     "W4A16": PRESETS["W4A16"],

@@ -4,14 +4,19 @@ like any stage (same model, budget, candidates, token set and libraries: reused)
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.config.recipe import EvalSettings
 from pipeline.core import environment
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir, write_json_atomic
 from pipeline.core.rundir import RunDir, StageEntry
+from pipeline.data.texts import load_all
 from pipeline.models import aliases
 from pipeline.search import groups as layer_groups
 from pipeline.search import select
 from pipeline.search.sensitivity import CANDIDATES, group_bits, measure
+
+# Deferred imports: the hf backend and windows import torch, needed only when the search works (not
+# when cached)
 
 LIBRARIES = ("compressed-tensors", "transformers", "torch")
 CONTEXT = 512  # tokens per window of the sensitivity token set
@@ -77,8 +82,6 @@ class SearchStage:
     def work(self, out: Path) -> dict:
         from transformers import AutoTokenizer
 
-        from pipeline.config.recipe import EvalSettings
-        from pipeline.data.texts import load_all
         from pipeline.eval.backends import hf
         from pipeline.eval.windows import windows
 

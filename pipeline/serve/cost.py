@@ -11,7 +11,7 @@ median time per output token.
 """
 
 from pipeline.core import environment
-from pipeline.perf import bound, prices
+from pipeline.perf import bound, host, prices, timing
 from pipeline.planning import gpus
 from pipeline.planning.geometry import Geometry
 from pipeline.serve.compare import pair, ratio_stats
@@ -31,7 +31,6 @@ CPU_HOST = "CPU host"
 
 def hardware() -> tuple[gpus.Hardware | None, prices.Price | None, str]:
     """This host's hardware for the bound, its price, and its name in the results."""
-    from pipeline.perf import host
 
     found = environment.gpus()
     hw = host.here()
@@ -133,8 +132,6 @@ def record_overheads(results, seconds: float, original_cached: bool) -> None:
     """What this serve took beyond its benchmarks (start-up, smoke check, teardown) and, per
     concurrency, each decode step beyond its bound: the chain plan's next estimate."""
     import statistics
-
-    from pipeline.perf import timing
 
     if results.bound is None:
         return

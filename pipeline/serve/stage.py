@@ -24,20 +24,22 @@ from pathlib import Path
 
 from pipeline.config.recipe import RecipeFile, ServeSettings
 from pipeline.config.strict import validated
-from pipeline.core import environment, serving_env
+from pipeline.core import devices, environment, serving_env
 from pipeline.core.errors import ServerError, UserError
 from pipeline.core.files import sha256_json, staging_dir, waiting_lock, write_json_atomic
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
-from pipeline.planning import parallel
+from pipeline.models import kv_layout
+from pipeline.planning import deployment, engines, kv_cache, layout, parallel
 from pipeline.planning.geometry import Geometry
-from pipeline.planning.gpus import GPUS_PER_NODE
+from pipeline.planning.gpus import GPUS_PER_NODE, this_node
 from pipeline.planning.placement import Placement, SidePlace
+from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize.stage import QuantizeStage
 from pipeline.serve import cost, server, slo
 from pipeline.serve import results as serve_results
 from pipeline.serve.compare import compare
-from pipeline.serve.measure import Side, measure
+from pipeline.serve.measure import Side, max_model_len_of, measure
 from pipeline.serve.results import EngineFacts, Measurement, Predicted, ServeResults, Slo
 
 # not inputs of the measurement: where and how long to wait for the server
@@ -190,10 +192,6 @@ class ServeStage(AfterQuantize):
     def _predicted(self, base: Measurement, mine: Measurement) -> dict[str, tuple]:
         """The capacity planner's figures from the config alone, beside what was measured:
         {side: (Predicted, memory-bound concurrency for the benchmark's requests)}."""
-        from pipeline.core import devices
-        from pipeline.planning import kv_cache
-        from pipeline.planning.gpus import this_node
-        from pipeline.planning.weights import artifact_bytes
 
         g = self.quantize.geometry
         sides = (
@@ -237,8 +235,6 @@ def kv_pool_bytes(
 ) -> int | None:
     """The engine's KV pool in the planner's bytes (every layer and KV head, as on one GPU: what
     kv_cache.kv_tokens and max_requests take), or None where vLLM did not say."""
-    from pipeline.models import kv_layout
-    from pipeline.planning import kv_cache
 
     if engine.kv_cache_memory_bytes:  # the CPU's pool (VLLM_CPU_KVCACHE_SPACE), as before
         return engine.kv_cache_memory_bytes
@@ -297,7 +293,6 @@ def _expert_parallel(q: QuantizeStage, settings: ServeSettings, overrides: dict)
     """Expert parallel on where the placed TP would slice the experts through the recipe's
     blocks or groups and whole experts load (planning/deployment.split), unless the recipe or
     the command line says otherwise."""
-    from pipeline.planning import deployment
 
     if "expert_parallel" in q.recipe.spec.serve.model_fields_set | set(overrides):
         return settings
@@ -318,7 +313,6 @@ def launches(
 ) -> dict[str, server.Launch]:
     """Each side's vLLM server as the stage starts it ({"original", "quantized"}), for the dry
     run: the port is picked at start-up unless --port gives one."""
-    from pipeline.serve.measure import max_model_len_of
 
     original = q.model_path or q.ref.load_id
     sides = {
@@ -341,9 +335,6 @@ def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Place
     """Where each side runs on the GPUs this process sees. Each side's TP comes from the
     planner for the sweep's largest concurrency × (input + output) tokens, unless the recipe
     or the command line sets tensor_parallel_size (then both sides take it)."""
-    from pipeline.core import devices
-    from pipeline.planning import engines
-    from pipeline.planning.weights import artifact_bytes
 
     given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set | set(overrides)
     users, context = max(settings.concurrency), settings.input_len + settings.output_len
@@ -411,7 +402,6 @@ def check_fit(
 def _check_layout(tp: int, expert_parallel: bool, g: Geometry, recipe: RecipeFile) -> None:
     """vLLM refuses weights whose blocks or groups straddle a TP shard: one line naming the
     layouts that load."""
-    from pipeline.planning import deployment, layout
 
     if not (why := layout.recipe_refusal(g, recipe, tp, expert_parallel)):
         return

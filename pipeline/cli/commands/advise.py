@@ -13,6 +13,9 @@ from pipeline.config.strict import validated
 from pipeline.core.outcome import Outcome
 from pipeline.planning.gpus import SPECS as GPUS
 
+# Deferred imports: the parser imports every command's module, so a command's stages load only when
+# it runs (`--help`, `recipes` and `make plan` stay fast and torch-free)
+
 NAME = "advise"
 
 

@@ -10,6 +10,9 @@ import argparse
 from pipeline.cli import common_flags
 from pipeline.core.outcome import Outcome
 
+# Deferred imports: the parser imports every command's module, so a command's stages load only when
+# it runs (`--help`, `recipes` and `make plan` stay fast and torch-free)
+
 NAME = "compare"
 
 

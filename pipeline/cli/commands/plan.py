@@ -1,7 +1,7 @@
 """`pipeline plan` (`make plan`): GPUs and users per recipe × KV-cache dtype, from the model's
 config alone; no torch.
 
-The planner is imported inside `handle`: it loads the planning code, which the parser (it
+Deferred imports: the planner: it loads the planning code, which the parser (it
 imports every command's module) should not."""
 
 import argparse

@@ -10,6 +10,9 @@ from pipeline.cli import common_flags
 from pipeline.cli.artifact_stage import quantize_stage
 from pipeline.core.outcome import Outcome
 
+# Deferred imports: the parser imports every command's module, so a command's stages load only when
+# it runs (`--help`, `recipes` and `make plan` stay fast and torch-free)
+
 NAME = "publish"
 MIB = 2**20
 

@@ -13,6 +13,9 @@ from pipeline.cli.chain import refuse_what_this_host_cannot, run_flow
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.outcome import Outcome
 
+# Deferred imports: the parser imports every command's module, so a command's stages load only when
+# it runs (`--help`, `recipes` and `make plan` stay fast and torch-free)
+
 NAME = "quantize"
 
 

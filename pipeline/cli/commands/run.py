@@ -1,7 +1,7 @@
 """`pipeline run`: quantize → eval → serve, each reused when cached; one summary table at the
 end. What this host cannot do is refused before the first stage (unless --skip-unsupported).
 
-flow and show are imported inside the functions: they load the stages, which the parser (it
+Deferred imports: flow and show: they load the stages, which the parser (it
 imports every command's module) should not."""
 
 import argparse

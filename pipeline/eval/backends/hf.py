@@ -5,13 +5,14 @@ from pathlib import Path
 
 import torch
 
+from pipeline.models import hf_load
+
 NAME = "hf"
 
 
 def load(model_dir: Path, kv_cache_dtype: str = "auto"):
     """kv_cache_dtype is not a choice here: compressed-tensors applies the artifact's own
     kv_cache_scheme (quantize-dequantize of k/v with its calibrated scales) when it has one."""
-    from pipeline.models import hf_load
 
     gpu = torch.cuda.is_available()
     # float32 on CPU: exact, and faster than bf16 there; the checkpoint's dtype on GPU.

@@ -23,6 +23,7 @@ from pipeline.core import environment, procs, serving_env
 from pipeline.core.paths import VLLM_SCRIPTS
 from pipeline.core.serving_env import SERVE_PYTHON
 from pipeline.planning import engines
+from pipeline.quantize.artifact import tensor_bytes
 
 NAME = "vllm"
 SCRIPT = VLLM_SCRIPTS / "prompt_logprobs.py"
@@ -46,8 +47,6 @@ def engine_for(
     """This model's engine for `users` sequences of `context` tokens on `gpus`: the original
     may need more GPUs than the artifact (its weights, from the safetensors headers)."""
     import json
-
-    from pipeline.quantize.artifact import tensor_bytes
 
     config = json.loads((Path(model_dir) / "config.json").read_text())
     weights = tensor_bytes(Path(model_dir))
