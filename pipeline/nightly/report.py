@@ -1,4 +1,4 @@
-"""`make report`: reports/<date>/index.html and summary.md with three plots (matplotlib PNGs)
+"""`make report`: reports/<date>/index.html and summary.md with four plots (matplotlib PNGs)
 from the results store:
 
     pareto.png      quality drift (mean KL, ± SE) vs checkpoint size, each cell as last run,

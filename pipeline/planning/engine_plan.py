@@ -44,9 +44,8 @@ def on_this_host(
         mine = None if side == "original" else recipe
         ref = on_reference_gpus(g, weights, traffic, mine)
         try:
-            engine = engines.engine(
-                g, weights, visible, traffic.users, traffic.context, side, recipe=mine
-            )
+            load = deployment.Load(weights, "auto", traffic.users, traffic.context)
+            engine = engines.engine(g, load, visible, side, recipe=mine)
         except NotOnThisHost as e:
             found.refusals.append(str(e))
             found.engines[side] = {"refused": str(e), "on_gpus": ref}

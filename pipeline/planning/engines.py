@@ -22,6 +22,7 @@ from pipeline.planning.gpus import GPUS_PER_NODE, MAX_NODES, Inventory, this_nod
 
 GIB = 2**30
 UTILIZATION = placement.UTILIZATION
+DEFAULT_BUDGET = Budget(UTILIZATION)
 
 
 @dataclass(frozen=True)
@@ -47,40 +48,41 @@ class Engine:
 
 def engine(
     g: Geometry,
-    weights: int,
+    load: Load,
     gpus: list[str],
-    users: int,
-    context: int,
     label: str,
-    kv_dtype: str = "auto",
-    utilization: float = UTILIZATION,
+    budget: Budget = DEFAULT_BUDGET,
     recipe: RecipeFile | None = None,
 ) -> Engine:
-    """The engine for `weights` bytes of `label` serving `users` × `context` tokens on the GPUs
+    """The engine for `label`'s load (its weights, `users` × `context` tokens of KV) on the GPUs
     this process sees (nvidia-smi's lines, "NVIDIA H100 80GB HBM3, 81559 MiB"); with the
     `recipe` of a quantized artifact, a TP vLLM loads it at (expert parallel where it must)."""
     node = this_node(gpus)
     if node is None:
-        return Engine(1, utilization, users, True, "CPU host: one engine, eager")
-    load, budget = Load(weights, kv_dtype, users, context), Budget(utilization)
+        return Engine(1, budget.utilization, load.users, True, "CPU host: one engine, eager")
     found = deployment.fewest(g, load, node, budget, recipe)  # this host: one node
     if found is None:
-        everywhere = Inventory(node.hardware, GPUS_PER_NODE)
-        wide = deployment.fewest(g, load, everywhere, budget, recipe)
-        need = f"{wide.gpus}" if wide else f"more than {GPUS_PER_NODE * MAX_NODES}"
-        raise NotOnThisHost(
-            f"{label}: {weights / GIB:.1f} GiB of weights and {users} × {context:,} tokens of "
-            f"KV cache need {need} GPUs of {node.memory_bytes / GIB:.0f} GiB (tensor parallel); "
-            f"this host has {node.per_node}"
-        )
+        raise NotOnThisHost(_too_large(g, load, node, budget, recipe, label))
+    kv = f"{load.users} × {load.context:,} tokens of KV cache"
     reason = (
         f"tensor parallel {found.tensor_parallel_size}: the fewest of this host's "
-        f"{node.per_node} × {node.memory_bytes / GIB:.0f} GiB GPUs that hold {weights / GIB:.1f} "
-        f"GiB of weights and {users} × {context:,} tokens of KV cache (a size vLLM accepts for "
-        "the heads)" + "".join(f"; {why}" for why in found.refused)
+        f"{node.per_node} × {node.memory_bytes / GIB:.0f} GiB GPUs that hold "
+        f"{load.weights / GIB:.1f} GiB of weights and {kv} (a size vLLM accepts for the heads)"
+        + "".join(f"; {why}" for why in found.refused)
     )
     tp, ep = found.tensor_parallel_size, found.expert_parallel
-    return Engine(tp, utilization, users, False, reason, ep)
+    return Engine(tp, budget.utilization, load.users, False, reason, ep)
+
+
+def _too_large(g: Geometry, load: Load, node, budget: Budget, recipe, label: str) -> str:
+    everywhere = Inventory(node.hardware, GPUS_PER_NODE)
+    wide = deployment.fewest(g, load, everywhere, budget, recipe)
+    need = f"{wide.gpus}" if wide else f"more than {GPUS_PER_NODE * MAX_NODES}"
+    return (
+        f"{label}: {load.weights / GIB:.1f} GiB of weights and {load.users} × "
+        f"{load.context:,} tokens of KV cache need {need} GPUs of "
+        f"{node.memory_bytes / GIB:.0f} GiB (tensor parallel); this host has {node.per_node}"
+    )
 
 
 @dataclass(frozen=True)
@@ -108,19 +110,12 @@ def serve_placement(
     lines = [g.line() for g in gpus]
     needs = []
     for side in sides:
+        load = Load(side.weights, side.kv_dtype, users, context)
         tp = (
             tensor_parallel_size
-            or engine(
-                g,
-                side.weights,
-                lines,
-                users,
-                context,
-                side.label,
-                side.kv_dtype,
-                utilization,
-                side.recipe,
-            ).tensor_parallel_size  # fmt: skip
+            or (  # the planner's only where none was given
+                engine(g, load, lines, side.label, Budget(utilization), side.recipe)
+            ).tensor_parallel_size
         )
         per_gpu = _per_gpu(g, side, gpus, users, context)
         needs.append(placement.Need(side.key, side.label, tp, per_gpu, pipeline_parallel_size))

@@ -21,10 +21,17 @@ def plan(q: "QuantizeStage") -> ArtifactPlan:
     original = q.geometry.original_bytes
     built = q.plan()
     memory = built.get("memory_bytes") or {}
-    artifact = 0 if q.recipe.online else memory.get("artifact_estimate", 0)
+    artifact = memory.get("artifact_estimate", 0)
     downloads = [] if q.ref.source in ("local", "tiny") else [("original (hub cache)", original)]
+    if q.recipe.online:
+        return ArtifactPlan(
+            where="nothing to quantize ahead (online: vLLM quantizes as it loads)",
+            files=downloads,
+            time_seconds=0.0,
+            time="nothing to quantize ahead (online)",
+        )
     found = ArtifactPlan(
-        where=built.get("placement", "nothing to quantize (online)"),
+        where=built.get("placement", "nothing to quantize"),
         cpu_ram_bytes=memory.get("cpu_ram_peak_estimate", 0),
         device_bytes=memory.get("device_peak_estimate", 0),
         files=[*downloads, ("artifact", artifact)],

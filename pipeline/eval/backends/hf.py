@@ -5,6 +5,7 @@ from pathlib import Path
 
 import torch
 
+from pipeline.eval.plan import BATCH_WINDOWS
 from pipeline.models import hf_load
 
 NAME = "hf"
@@ -24,7 +25,9 @@ def load(model_dir: Path, kv_cache_dtype: str = "auto"):
     return model.eval()
 
 
-def logprobs(model, windows: torch.Tensor, batch_size: int = 4) -> Iterator[torch.Tensor]:
+def logprobs(
+    model, windows: torch.Tensor, batch_size: int = BATCH_WINDOWS
+) -> Iterator[torch.Tensor]:
     """Per window: [context − 1, vocab] float32 log-probs of the next token at each position."""
     device = next(model.parameters()).device
     with torch.inference_mode():

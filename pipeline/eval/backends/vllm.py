@@ -22,14 +22,15 @@ import torch
 from pipeline.core import environment, procs, serving_env
 from pipeline.core.paths import VLLM_SCRIPTS
 from pipeline.core.serving_env import SERVE_PYTHON
-from pipeline.planning import engines
+from pipeline.eval.plan import BATCH_WINDOWS  # bounds memory: a batch's ids, log-probs, ranks
+from pipeline.planning import engines, geometry
+from pipeline.planning.deployment import Load
 from pipeline.quantize.artifact import tensor_bytes
 
 NAME = "vllm"
 SCRIPT = VLLM_SCRIPTS / "prompt_logprobs.py"
 FULL_VOCAB_LIMIT = 32768
 TOP_LOGPROBS = 4096
-BATCH_WINDOWS = 4  # bounds memory: a batch is [positions, TOP + 1] ids, log-probs, ranks
 
 
 @dataclass
@@ -50,7 +51,8 @@ def engine_for(
 
     config = json.loads((Path(model_dir) / "config.json").read_text())
     weights = tensor_bytes(Path(model_dir))
-    return engines.engine(config, weights, gpus, users, context, Path(model_dir).name)
+    load = Load(weights, "auto", users, context)
+    return engines.engine(geometry.of(config), load, gpus, Path(model_dir).name)
 
 
 def load(model_dir: Path, kv_cache_dtype: str = "auto", quantization: str | None = None) -> Handle:

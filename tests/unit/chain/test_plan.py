@@ -174,3 +174,16 @@ def test_serve_dry_run_refuses_a_tensor_parallel_size_vllm_would_in_one_line(
                  "3", "--dry-run"])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "tensor" in err[0].lower(), err
+
+
+def test_an_online_recipes_dry_run_says_nothing_was_checked(capsys, monkeypatch, tmp_path):
+    """vLLM quantizes an online recipe as it loads: no artifact, no quantize time, and no
+    "fits" where this host's memory was never asked."""
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
+    code = main(
+        ["quantize", "--model", "tiny-llama", "--recipe", "vllm-fp8", "--dry-run", "--json"]
+    )
+    out = capsys.readouterr().out
+    plan = json.loads(out[out.index("{") :])
+    assert code == 0 and plan["host_fit"].startswith("not checked: an online recipe")
+    assert plan["files"] == [] and plan["time"] == "nothing to quantize ahead (online)"

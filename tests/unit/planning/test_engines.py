@@ -6,6 +6,7 @@ from pipeline.config import recipe
 from pipeline.core.errors import NotOnThisHost
 from pipeline.models import aliases, architecture
 from pipeline.planning import engines, geometry
+from pipeline.planning.deployment import Load
 from pipeline.planning.gpus import this_node
 from pipeline.planning.weights import artifact_bytes
 
@@ -32,9 +33,9 @@ def test_llama3_70b_eval_engines_per_gpu_count(gpus, original_tp, fp8_tp, w4a16_
         weights = _weights(name, config)
         if tp is None:
             with pytest.raises(NotOnThisHost, match=r"need 2 GPUs of 80 GiB .* this host has 1"):
-                engines.engine(geometry.of(config), weights, host, 4, 513, name)
+                engines.engine(geometry.of(config), Load(weights, "auto", 4, 513), host, name)
             continue
-        engine = engines.engine(geometry.of(config), weights, host, 4, 513, name)
+        engine = engines.engine(geometry.of(config), Load(weights, "auto", 4, 513), host, name)
         assert engine.tensor_parallel_size == tp, name
         kwargs = engine.vllm_kwargs()
         assert kwargs == {
@@ -50,13 +51,13 @@ def test_a_longer_batch_needs_more_gpus_for_its_kv_cache():
     config = aliases.load_config(aliases.resolve("llama3-70b"))
     fp8 = _weights("fp8", config)
     # 64 × 4,096 tokens × 320 KiB = 80 GiB of KV: one GPU cannot hold it beside 67.7 GiB
-    engine = engines.engine(geometry.of(config), fp8, [H100] * 8, 64, 4096, "fp8")
+    engine = engines.engine(geometry.of(config), Load(fp8, "auto", 64, 4096), [H100] * 8, "fp8")
     assert engine.tensor_parallel_size == 4 and engine.max_num_seqs == 64
 
 
 def test_a_cpu_host_runs_one_eager_engine():
     config = aliases.load_config(aliases.resolve("llama3-8b"))
-    engine = engines.engine(geometry.of(config), 16 * 2**30, [], 4, 513, "original")
+    engine = engines.engine(geometry.of(config), Load(16 * 2**30, "auto", 4, 513), [], "original")
     assert engine.vllm_kwargs()["tensor_parallel_size"] == 1 and engine.enforce_eager
 
 
