@@ -136,7 +136,6 @@ def _row(step: Step, holds: bool | None, seconds: float, detail: str, status: st
 
 
 def _step(step: Step, runs: Path, real: str | None) -> dict:
-
     if step.needs_vllm and not serving_env.available():
         return _row(step, None, 0.0, "no serving env (vLLM) here: make setup builds it")
     argv = [real if a == REAL else a for a in step.argv]

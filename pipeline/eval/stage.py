@@ -192,7 +192,6 @@ class EvalStage(AfterQuantize):
         return self.rundir.path / "logs" / "eval.log"
 
     def work(self, out: Path) -> dict:
-
         with quiet.to_log(self.log), quiet.library_output(self.log):
             return self._work(out)
 

@@ -150,7 +150,6 @@ class ImportStage:
 
     def stage_plan(self) -> "ArtifactPlan":
         """The chain's view of this stage: nothing to quantize, the files it brings."""
-
         return stage_plan.plan(self)
 
     @staticmethod
@@ -194,7 +193,6 @@ class ImportStage:
         return found
 
     def work(self, out: Path) -> dict:
-
         fmt = self.format
         steps = progress.bar(total=3, desc=f"import {self.external.name}", unit="step")
         original, converted = out / "original", out / "compressed-tensors"

@@ -185,7 +185,6 @@ def verdict(rows: list[dict]) -> tuple[str, str | None]:
 
 
 def facts() -> dict:
-
     host = environment.host()
     host.pop("hostname", None)
     libraries = {**environment.library_versions(LIBRARIES), "vllm": serving_env.version()}

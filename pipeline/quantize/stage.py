@@ -217,7 +217,6 @@ class QuantizeStage:
 
     def stage_plan(self) -> "ArtifactPlan":
         """The chain's view of this stage: where it runs, memory, files, time."""
-
         return stage_plan.plan(self)
 
     def _route(self) -> dict:
@@ -397,7 +396,6 @@ def _copy_tokenizer(model: Path, out: Path) -> None:
 
 
 def _oneshot(job: QuantizeStage, out: Path, steps, layers=None) -> dict | None:
-
     spec = oneshot.Job(
         model_path=str(job.model_path),
         recipe_yaml=job.recipe.quantization_yaml(_with_routers_ignored(job)),

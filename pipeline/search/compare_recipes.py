@@ -165,7 +165,6 @@ def _one(q: QuantizeStage, backend: str | None, serve: bool) -> Row:
 
 
 def _row(q: QuantizeStage, by: dict) -> Row:
-
     m = by["quantize"].metrics or {}
     evaluated = by["eval"]
     results = eval_results(Path(evaluated.paths["results"]))
