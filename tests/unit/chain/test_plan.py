@@ -58,17 +58,23 @@ def test_disk_short_of_the_chain_is_refused(capsys, monkeypatch, tmp_path):
     assert any(r.startswith("disk: the chain writes ~") for r in plan["refusals"])
 
 
-def test_the_time_estimate_uses_this_hosts_measured_rate(capsys, monkeypatch, tmp_path):
+def _measured_quantize(tmp_path, model: str, mib_s: int, bf16_bytes: int) -> None:
+    """An earlier model-free quantize on this host, as its manifest records it."""
     from pipeline.core import environment
 
-    run = tmp_path / "runs" / "other" / "fp8"
+    run = tmp_path / "runs" / model / "fp8"
     run.mkdir(parents=True)
+    metrics = {"path": "model-free", "bytes_per_second": mib_s * 2**20, "bf16_bytes": bf16_bytes}
     entry = {
         "ended": "2026-12-01T00:00:00",
         "environment": {"hostname": environment.host()["hostname"]},
-        "metrics": {"path": "model-free", "bytes_per_second": 100 * 2**20, "bf16_bytes": 2**33},
+        "metrics": metrics,
     }
     (run / "manifest.json").write_text(json.dumps({"stages": {"quantize": entry}}))
+
+
+def test_the_time_estimate_uses_this_hosts_measured_rate(capsys, monkeypatch, tmp_path):
+    _measured_quantize(tmp_path, "other", 100, 2**33)
     _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
                     "--recipe", "fp8", "--stages", "eval")  # fmt: skip
     time = plan["stages"]["quantize"]["time"]
@@ -78,16 +84,7 @@ def test_the_time_estimate_uses_this_hosts_measured_rate(capsys, monkeypatch, tm
 
 def test_a_tiny_models_rate_is_not_scaled_to_a_large_one(capsys, monkeypatch, tmp_path):
     """tiny-llama's quantize is mostly start-up: 5 MiB/s from it made Llama-3-70B's ~7.8 h."""
-    from pipeline.core import environment
-
-    run = tmp_path / "runs" / "tiny-llama" / "fp8"
-    run.mkdir(parents=True)
-    entry = {
-        "ended": "2026-12-01T00:00:00",
-        "environment": {"hostname": environment.host()["hostname"]},
-        "metrics": {"path": "model-free", "bytes_per_second": 5 * 2**20, "bf16_bytes": 20 * 2**20},
-    }
-    (run / "manifest.json").write_text(json.dumps({"stages": {"quantize": entry}}))
+    _measured_quantize(tmp_path, "tiny-llama", 5, 20 * 2**20)
     _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-70b",
                     "--recipe", "fp8", "--stages", "eval")  # fmt: skip
     quantize = plan["stages"]["quantize"]
