@@ -81,6 +81,12 @@ def _seen() -> dict:
     }
 
 
+def free_bytes(path) -> int:
+    """Free space on `path`'s filesystem: the one seam tests replace to stand a plan on a disk
+    of a given size."""
+    return shutil.disk_usage(path).free
+
+
 def _disk(plans: dict[str, StagePlan], refusals: list) -> list[dict]:
     """Bytes written per filesystem (the hub cache's and the runs root's may differ) against
     what each has free."""
@@ -93,7 +99,7 @@ def _disk(plans: dict[str, StagePlan], refusals: list) -> list[dict]:
             place = places.setdefault(device, {"roots": set(), "total_bytes": 0})
             place["roots"].add(str(root))
             place["total_bytes"] += size
-            place["free_bytes"] = shutil.disk_usage(existing).free
+            place["free_bytes"] = free_bytes(existing)
     found = []
     for place in places.values():
         roots = ", ".join(sorted(place["roots"]))

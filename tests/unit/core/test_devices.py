@@ -76,7 +76,9 @@ def test_quantize_with_gpus_torch_cannot_see_exits_4_before_any_work(monkeypatch
     }
     result = cli("quantize", "--recipe", "w4a16-rtn", runs=tmp_path, env=env)
     assert result.returncode == 4, result.stderr[-2000:]
-    (line,) = result.stderr.strip().splitlines()
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr  # says what else printed, if anything ever does
+    (line,) = lines
     assert line.startswith("error: nvidia-smi shows 8 GPU(s)") and "CPU build" in line
     assert not (tmp_path / "tiny-llama").exists()  # nothing was made
 
