@@ -4,8 +4,10 @@ Per candidate (the original, each recipe; vLLM's online FP8 among them) × KV-ca
 tensor-parallel sizes from the fewest GPUs that hold USERS × CONTEXT (the capacity planner) up
 to 8× that: the decode step of USERS sequences at CONTEXT tokens and the prefill of one
 CONTEXT-token prompt, bounded by pipeline/perf/bound.py on the GPU; the cheapest deployment
-that meets the SLO is the candidate's row. Rows are ranked by $ per 1M output tokens among
-those that meet the SLO and the quality gate (MAX_KL); the rest follow with the reason.
+that meets the SLO is the candidate's row. Rows are ranked by $ per answer (the eval's measured
+tokens per answer × $ per token: a recipe whose answers grow costs more than its $ per token
+says) where every candidate has one, else by $ per 1M output tokens, among those that meet the
+SLO and the quality gate (MAX_KL); the rest follow with the reason.
 
 Every figure says where it comes from: `measured` (this model and recipe's latest eval / serve
 in the runs folder; serve figures only where they ran on the hardware asked about), `bound`
@@ -47,6 +49,8 @@ class Row:
     tokens_s_per_gpu: float | None = None
     usd_per_hour: float | None = None
     usd_per_million: float | None = None
+    tokens_per_answer: float | None = None  # measured: the eval's greedy answers, mean length
+    usd_per_answer: float | None = None  # $/1M × tokens per answer: a longer answer costs more
     performance_source: str = "bound"
     meets_slo: bool | None = None
     quality: dict = field(default_factory=lambda: {"source": "not evaluated"})
@@ -86,13 +90,41 @@ def advise(
 ) -> list[Row]:
     """Rows ranked; `model_name` None: bounds and plans only (the runs folder is not read)."""
     rows = [_best(model_name, g, r, hw, price, ask) for r in [None, *recipes]]
+    _price_answers(rows)
     for row in rows:
         row.rejected = _rejected(row, ask)
-    ranked = sorted(
-        (r for r in rows if not r.rejected),
-        key=lambda r: (r.usd_per_million is None, r.usd_per_million or 0, r.gpus or 0),
-    )
+    candidates = [r for r in rows if not r.rejected]
+    per_answer = bool(candidates) and all(r.usd_per_answer is not None for r in candidates)
+    ranked = sorted(candidates, key=lambda r: (*_cost(r, per_answer), r.gpus or 0))
     return ranked + [r for r in rows if r.rejected]
+
+
+def ranked_by(rows: list[Row]) -> str:
+    """What the ranking read: $ per answer where every ranked row has a measured answer
+    length, else $ per 1M output tokens."""
+    candidates = [r for r in rows if not r.rejected]
+    if candidates and all(r.usd_per_answer is not None for r in candidates):
+        return "$ per answer (measured answer length × $ per token)"
+    return "$ per 1M output tokens (answer lengths not measured for every row)"
+
+
+def _cost(row: Row, per_answer: bool) -> tuple[bool, float]:
+    value = row.usd_per_answer if per_answer else row.usd_per_million
+    return value is None, value or 0.0
+
+
+def _price_answers(rows: list[Row]) -> None:
+    """Tokens per answer from each recipe's eval (the original's from any of them: every eval
+    generates the original's answers to the same prompts), and the $ per answer they give."""
+    original = next(
+        (r.quality["original_tokens_per_answer"] for r in rows
+         if r.quality.get("original_tokens_per_answer") is not None), None,
+    )  # fmt: skip
+    for row in rows:
+        tokens = original if row.recipe == "original" else row.quality.get("tokens_per_answer")
+        row.tokens_per_answer = tokens
+        if tokens is not None and row.usd_per_million is not None:
+            row.usd_per_answer = row.usd_per_million * tokens / 1e6
 
 
 def _best(model_name, g, recipe, hw, price, ask) -> Row:
@@ -231,6 +263,7 @@ def _quality(model_name: str, recipe_name: str) -> dict:
         return {"source": "not evaluated"}
     split = found.splits.get("heldout") or next(iter(found.splits.values()))
     tasks = [t.quantized for t in found.tasks]
+    answers = found.generation
     return {
         "source": "measured",
         "kl_mean": split.kl_mean,
@@ -238,6 +271,9 @@ def _quality(model_name: str, recipe_name: str) -> dict:
         "same_top_pct": split.same_top_pct,
         "task_score": sum(tasks) / len(tasks) if tasks else None,
         "backend": found.backend,
+        "tokens_per_answer": answers.mean_tokens_quantized if answers else None,
+        "original_tokens_per_answer": answers.mean_tokens_original if answers else None,
+        "answer_length_ratio": answers.length_ratio if answers else None,
     }
 
 
@@ -300,8 +336,8 @@ def render(rows: list[Row], header: str, price: prices.Price | None) -> str:
     lines = [
         header,
         f"{'recipe':<12} {'KV':>4} {'GPUs':>5} {'users':>6} {'tok/s/GPU':>10} {'ITL ms':>7} "
-        f"{'TTFT ms':>8} {'$/h':>7} {'$/1M tok':>9}  {'perf':<8} {'mean KL ± SE':<20} "
-        f"{'same-top':>8}  note",
+        f"{'TTFT ms':>8} {'$/h':>7} {'$/1M tok':>9} {'tok/ans':>7} {'$/1k ans':>8}  "
+        f"{'perf':<8} {'mean KL ± SE':<20} {'same-top':>8}  note",
     ]
     for r in rows:
         q = r.quality
@@ -316,13 +352,17 @@ def render(rows: list[Row], header: str, price: prices.Price | None) -> str:
             f"{r.recipe:<12} {_kv(r.kv_dtype):>4} {_gpus(r):>5} {_n(r.max_users):>6} "
             f"{_f(r.tokens_s_per_gpu, '.1f'):>10} {_f(r.itl_ms, '.2f'):>7} "
             f"{_f(r.ttft_ms, '.1f'):>8} {_f(r.usd_per_hour, '.2f'):>7} "
-            f"{_f(r.usd_per_million, '.3f'):>9}  {r.performance_source.split(' ')[0]:<8} "
+            f"{_f(r.usd_per_million, '.3f'):>9} {_f(r.tokens_per_answer, '.0f'):>7} "
+            f"{_f(r.usd_per_answer and r.usd_per_answer * 1e3, '.3f'):>8}  "
+            f"{r.performance_source.split(' ')[0]:<8} "
             f"{kl:<20} {same:>8}  {r.rejected or ''}"
         )
     lines.append(
         "perf: bound = roofline (no engine does better), measured = this model's serve on this "
         "hardware; GPUs and users: planned (KV for users × context; TP×PP: pipeline stages on "
-        "nodes of 8, vLLM's Ray executor); KL: measured with the recipe's own KV cache"
+        "nodes of 8, vLLM's Ray executor); KL: measured with the recipe's own KV cache; "
+        "tok/ans: the eval's greedy answers to its prompts (measured), $/1k ans = $/1M tok × "
+        f"tok/ans / 1000; ranked by {ranked_by(rows)}"
     )
     lines.append(f"price: {price.usd_per_hour:g} $/h per GPU, {price.source}" if price else
                  "price: none for this GPU (--gpu-hour-usd)")  # fmt: skip

@@ -131,9 +131,11 @@ COMMANDS = {
         "guide/plan.md",
     ),
     "advise": Command(
-        "which recipe, how many GPUs, $ per 1M tokens, quality",
-        "Ranks recipes by dollars per million tokens for a load and GPU, within latency SLOs "
-        "and a quality limit: from the roofline bound, or from measured runs where there are.",
+        "which recipe, how many GPUs, $ per answer and per 1M tokens, quality",
+        "Ranks recipes by dollars per answer (per million tokens × the tokens per answer their "
+        "evals measured; per million tokens where not measured) for a load and GPU, within "
+        "latency SLOs and a quality limit: from the roofline bound, or from measured runs "
+        "where there are.",
         "make advise MODEL=llama3-70b USERS=100 CONTEXT=4000 GPU=H100-80GB",
         "guide/advise.md",
     ),

@@ -71,6 +71,32 @@ class TaskSpec(Strict):
     )
 
 
+class GenerationSettings(Strict):
+    """Greedy answers of both models to the same prompts (pipeline/eval/generation.py): how long
+    they are, whether they end, where they part. Reasoning models quantized to 4 bits are seen
+    to think longer or never close `</think>`: a longer answer costs what per-token prices hide."""
+
+    enabled: bool = True
+    prompts: str = Field(
+        "shipped",
+        description="shipped (evals/prompts/generation.jsonl) or a .jsonl file: one "
+        '{"prompt": …} or {"messages": [...]} per line',
+    )
+    limit: int | None = Field(None, gt=0, description="first N prompts only")
+    max_new_tokens: int = Field(256, gt=0, description="an answer stopped here is truncated")
+    chat_template: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="render prompts with the tokenizer's chat template: auto = if it has one",
+    )
+    max_length_ratio: float | None = Field(
+        None,
+        gt=0,
+        description="gate: quantized / original mean answer length; passes when the paired CI's "
+        "upper end stays at or under it, fails when its lower end is above; null = record only",
+    )
+    confidence: float = Field(0.95, gt=0, lt=1, description="level of the length ratio's CI")
+
+
 class EvalSettings(Strict):
     """Quality drift vs the original model (see pipeline/eval/stage.py)."""
 
@@ -89,6 +115,7 @@ class EvalSettings(Strict):
         "auto", description="the quantized model's KV cache in the vllm backend: auto | fp8"
     )
     tasks: list[TaskSpec] = Field(default_factory=list, description="lm-eval tasks (optional)")
+    generation: GenerationSettings = GenerationSettings()
     gates: Gates = Gates()
 
 

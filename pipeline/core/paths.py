@@ -11,6 +11,7 @@ from pipeline.core.errors import NotOnThisHost, UserError
 REPO = Path(__file__).resolve().parents[2]
 RECIPES_DIR = REPO / "recipes"
 TASKS_DIR = REPO / "evals" / "tasks"
+PROMPTS_FILE = REPO / "evals" / "prompts" / "generation.jsonl"
 NIGHTLY_MATRIX = REPO / "evals" / "nightly.yaml"
 # Scripts run by the serving env's python (vLLM cannot be imported in the main env).
 VLLM_SCRIPTS = REPO / "pipeline" / "vllm_scripts"

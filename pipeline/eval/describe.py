@@ -3,7 +3,14 @@ the model card, the nightly report). No torch, numpy or scipy: results are read 
 
 from pipeline.eval.floor import times
 from pipeline.eval.gates import GateCheck
-from pipeline.eval.results import EvalResults, PairedTask, SplitDrift, TaskRow
+from pipeline.eval.results import (
+    EvalResults,
+    GenerationComparison,
+    GenerationDrift,
+    PairedTask,
+    SplitDrift,
+    TaskRow,
+)
 
 
 def drift_floor(split: SplitDrift) -> str | None:
@@ -54,6 +61,55 @@ def task_line(row: TaskRow) -> str:
     return f"{row.task} ({row.metric}): " + "; ".join(p for p in parts if p)
 
 
+def generation(g: GenerationDrift) -> str:
+    """'32 prompts, ≤256 tokens: length ×1.04, 95% CI [0.98, 1.10] (floor ×1.00); ends with EOS
+    81% → 78%; truncated 19% → 22%; 12 identical (floor 32), the rest part at token 14 (median)'"""
+    return "; ".join(
+        p
+        for p in (
+            f"{g.prompts} prompts, ≤{g.max_new_tokens} tokens: {_length(g)} "
+            f"({g.mean_tokens_original:.0f} → {g.mean_tokens_quantized:.0f} tokens/answer; "
+            f"floor {_ratio(g.floor)})",
+            f"ends with EOS {_pct(g.eos_rate_original)} → {_pct(g.eos_rate_quantized)}",
+            f"truncated {_pct(g.truncated_rate_original)} → {_pct(g.truncated_rate_quantized)}",
+            _parting(g),
+            _think(g),
+        )
+        if p
+    )
+
+
+def _length(g: GenerationComparison) -> str:
+    if g.length_ratio is None:
+        return "length ratio n/a (the original's answers are empty)"
+    return (
+        f"length ×{g.length_ratio:.3f}, {100 * g.confidence:g}% CI "
+        f"[{g.length_ratio_low:.3f}, {g.length_ratio_high:.3f}]"
+    )
+
+
+def _ratio(g: GenerationComparison) -> str:
+    return "n/a" if g.length_ratio is None else f"×{g.length_ratio:.3f}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _parting(g: GenerationDrift) -> str:
+    said = f"{g.identical} of {g.prompts} identical (floor {g.floor.identical})"
+    if g.first_divergence_median is None:
+        return said
+    median, first = g.first_divergence_median, g.first_divergence_min
+    return f"{said}, the rest part at token {median:g} (median; first {first})"
+
+
+def _think(g: GenerationDrift) -> str | None:
+    if g.think_end_rate_original is None:
+        return None
+    return f"</think> {_pct(g.think_end_rate_original)} → {_pct(g.think_end_rate_quantized)}"
+
+
 def gate_mark(c: GateCheck) -> str:
     return {"pass": "pass", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}.get(
         c.outcome or "", "pass" if c.passed else "FAIL"
@@ -61,11 +117,13 @@ def gate_mark(c: GateCheck) -> str:
 
 
 def lines(results: EvalResults) -> list[str]:
-    """What the eval adds under its drift table: the floor, each task paired, gate verdicts
-    that have words of their own (non-inferiority)."""
+    """What the eval adds under its drift table: the floor, each task paired, the generation
+    drift, gate verdicts that have words of their own (non-inferiority, answer length)."""
     out = []
     if (floor := drift_floor(results.heldout)) is not None:
         out.append(f"noise floor (heldout): {floor}")
     out += [f"paired: {task_line(t)}" for t in results.tasks]
+    if results.generation is not None:
+        out.append(f"generation: {generation(results.generation)}")
     out += [f"gate {c.gate}: {c.message}" for c in results.gates.checks if c.message]
     return out

@@ -3,7 +3,8 @@ inputs of a cached result: editing one needs no re-evaluation).
 
 A task's `max_drop` gate (non-inferiority, pipeline/eval/paired_tasks.py) has a third outcome:
 inconclusive, when the paired CI straddles the margin; its check is not passed, and its message
-says how many items would decide it.
+says how many items would decide it. So has the generation's `max_length_ratio`
+(pipeline/eval/generation.py), against the length ratio's CI.
 """
 
 from typing import Literal
@@ -11,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from pipeline.config.recipe import EvalSettings
+from pipeline.eval import generation as generation_drift
 from pipeline.eval import paired_tasks
 
 
@@ -41,7 +43,12 @@ class GateReport(BaseModel):
         return bool(failed) and all(c.inconclusive for c in failed)
 
 
-def check_gates(settings: EvalSettings, heldout: dict, task_rows: list[dict] = ()) -> GateReport:
+def check_gates(
+    settings: EvalSettings,
+    heldout: dict,
+    task_rows: list[dict] = (),
+    generation: dict | None = None,
+) -> GateReport:
     g = settings.gates
     at_least, at_most = (lambda v, lim: v >= lim), (lambda v, lim: v <= lim)
     checks = [
@@ -63,6 +70,8 @@ def check_gates(settings: EvalSettings, heldout: dict, task_rows: list[dict] = (
         spec = specs.get(row["task"])
         if spec is not None and spec.max_drop is not None:
             results.append(_non_inferiority(row, spec.max_drop))
+    if (limit := settings.generation.max_length_ratio) is not None:
+        results.append(_length(generation, limit))
     return GateReport(passed=all(r.passed for r in results), checks=results)
 
 
@@ -76,3 +85,16 @@ def _non_inferiority(row: dict, max_drop: float) -> GateCheck:
     outcome, message = paired_tasks.non_inferiority(paired, max_drop)
     return GateCheck(gate=gate, limit=-max_drop, value=paired["change_low"],
                      passed=outcome == "pass", outcome=outcome, message=message)  # fmt: skip
+
+
+def _length(generation: dict | None, limit: float) -> GateCheck:
+    """limit the ratio, value the paired CI's upper end of quantized / original length."""
+    gate = "generation max_length_ratio"
+    if generation is None:
+        message = "inconclusive: no answers to compare (generation off, or an older eval)"
+        return GateCheck(gate=gate, limit=limit, value=0.0, passed=False,
+                         outcome="inconclusive", message=message)  # fmt: skip
+    outcome, message = generation_drift.length_gate(generation, limit)
+    value = generation["length_ratio_high"] or 0.0
+    return GateCheck(gate=gate, limit=limit, value=value, passed=outcome == "pass",
+                     outcome=outcome, message=message)  # fmt: skip

@@ -106,6 +106,42 @@ class TaskRow(BaseModel):
     )
 
 
+class GenerationComparison(BaseModel):
+    """Two runs' greedy answers to the same prompts, prompt by prompt
+    (pipeline/eval/generation.py): "original" is the first run, "quantized" the second."""
+
+    prompts: int
+    max_new_tokens: int
+    batch_size: int = Field(description="prompts per generate call")
+    mean_tokens_original: float = Field(description="tokens per answer, EOS not counted")
+    mean_tokens_quantized: float
+    length_ratio: float | None = Field(description="mean length, second / first")
+    length_ratio_low: float | None = Field(description="paired bootstrap CI (percentile, seeded)")
+    length_ratio_high: float | None
+    confidence: float
+    eos_rate_original: float = Field(description="share of answers that ended with EOS")
+    eos_rate_quantized: float
+    truncated_rate_original: float = Field(description="share stopped at max_new_tokens")
+    truncated_rate_quantized: float
+    identical: int = Field(description="answers token-for-token the same")
+    first_divergence_median: float | None = Field(
+        None, description="of the answers that differ: the first differing token's index"
+    )
+    first_divergence_min: int | None = None
+    think_end_rate_original: float | None = Field(
+        None, description="share of answers with the tokenizer's </think>; null: it has none"
+    )
+    think_end_rate_quantized: float | None = None
+
+
+class GenerationDrift(GenerationComparison):
+    """The quantized model's answers against the original's, with the noise floor: the
+    original against itself at another batch size."""
+
+    floor: GenerationComparison
+    original_cached: bool = Field(False, description="the original's answers came from the cache")
+
+
 class EvalResults(BaseModel):
     schema_version: int = Field(SCHEMA_VERSION, description="bumped when fields change meaning")
     model: str = Field(description="the model's run-dir name (alias, org--name or folder)")
@@ -121,6 +157,7 @@ class EvalResults(BaseModel):
     reference_mass: float = Field(description="probability mass of the original kept per token")
     splits: dict[str, SplitDrift] = Field(description="heldout and calibration")
     tasks: list[TaskRow] = Field(default_factory=list)
+    generation: GenerationDrift | None = Field(None, description="greedy answers compared")
     gates: GateReport = Field(description="as checked when evaluated; readers re-check")
     settings: dict = Field(default_factory=dict, description="the eval settings used")
 
@@ -135,5 +172,6 @@ def load(path: Path, settings=None) -> EvalResults:
     results = EvalResults.model_validate_json(Path(path).read_text())
     if settings is not None:
         task_rows = [t.model_dump() for t in results.tasks]
-        results.gates = check_gates(settings, results.heldout.model_dump(), task_rows)
+        generation = results.generation.model_dump() if results.generation else None
+        results.gates = check_gates(settings, results.heldout.model_dump(), task_rows, generation)
     return results

@@ -24,7 +24,15 @@ from pipeline.core.files import write_json_atomic
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import AfterQuantize
 from pipeline.data import texts
-from pipeline.eval import engine_identity, floor, reference_key, tasks
+from pipeline.eval import (
+    answers,
+    engine_identity,
+    floor,
+    generation,
+    prompt_set,
+    reference_key,
+    tasks,
+)
 from pipeline.eval import plan as eval_plan
 from pipeline.eval import results as eval_results
 from pipeline.eval.gates import check_gates
@@ -159,11 +167,17 @@ class EvalStage(AfterQuantize):
             "quantize_fingerprint": self.quantize.entry().fingerprint,  # the artifact evaluated
             # gates and their thresholds are checked afresh on cached results: not inputs
             "settings": s.model_dump(
-                exclude={"gates": True, "tasks": {"__all__": {"recovery_threshold", "max_drop"}}}
+                exclude={
+                    "gates": True,
+                    "tasks": {"__all__": {"recovery_threshold", "max_drop"}},
+                    "generation": answers.GATE_FIELDS,
+                }  # fmt: skip
             ),
+            "prompts": prompt_set.sha(s.generation) if s.generation.enabled else None,
+            "answers_format": answers.FORMAT if s.generation.enabled else None,
             "local_tasks": tasks.local_tasks_fingerprint() if s.tasks else None,
             "tasks_format": tasks.FORMAT if s.tasks else None,  # per-item results and floor
-            "floor": [floor.FLOOR_BATCH, tasks.FLOOR_BATCH],
+            "floor": [floor.FLOOR_BATCH, tasks.FLOOR_BATCH, answers.BATCH, answers.FLOOR_BATCH],
             "backend": self.backend,
             "references": self._keys,
             "libraries": environment.library_versions(LIBRARIES),
@@ -206,7 +220,8 @@ class EvalStage(AfterQuantize):
             self._tokenize()
         backend = _backend(self.backend)
         s, splits = self.settings, list(self._windows)
-        refs, missing, drift_floor = self._references(backend)
+        prompts = self._prompts() if s.generation.enabled else None
+        refs, missing, drift_floor, originals = self._references(backend, prompts)
         artifact = self.quantize.artifact_for(self.backend)
         online = (
             {"quantization": self.quantize.recipe.online} if self.quantize.recipe.online else {}
@@ -215,6 +230,7 @@ class EvalStage(AfterQuantize):
         groups = [self._windows[x] for x in splits]
         per_token = _score(backend, model, groups, [refs[x] for x in splits])
         described = backend.describe(model)
+        generated = self._generation(backend, model, prompts, originals) if prompts else None
         tasks_started = time.monotonic()
         # hf: lm-eval scores this very model object; then it goes before the original loads
         quantized_scores = self._quantized_scores(model) if s.tasks else None
@@ -241,7 +257,8 @@ class EvalStage(AfterQuantize):
             reference_mass=s.reference_mass,
             splits=summary,
             tasks=task_rows,
-            gates=check_gates(s, summary["heldout"], task_rows),
+            generation=generated,
+            gates=check_gates(s, summary["heldout"], task_rows, generated),
             settings=s.model_dump(),
         )
         write_json_atomic(out / "results.json", results.model_dump(mode="json"))
@@ -259,6 +276,7 @@ class EvalStage(AfterQuantize):
             "kl_mean_floor": h.floor.kl_mean if h.floor else None,
             "same_top_pct_floor": h.floor.same_top_pct if h.floor else None,
             "tasks": {t.task: _paired_metrics(t) for t in results.tasks},
+            "generation": _generation_metrics(results.generation),
             "load_seconds": round(self._load_seconds, 2),  # the time estimate leaves it out
         }
 
@@ -296,9 +314,9 @@ class EvalStage(AfterQuantize):
              "tasks_seconds": tasks_seconds_kept},
         )  # fmt: skip
 
-    def _references(self, backend) -> tuple[dict, list[str], dict]:
-        """(references, the splits built now, the held-out noise floor): the original loads
-        once for whichever of them is not cached."""
+    def _references(self, backend, prompts: dict | None) -> tuple[dict, list[str], dict, dict]:
+        """(references, the splits built now, the held-out noise floor, the original's answers
+        by batch size): the original loads once for whichever of them is not cached."""
         from pipeline.eval import reference
 
         names = {split: f"{split}-{key}" for split, key in self._keys.items()}
@@ -308,9 +326,11 @@ class EvalStage(AfterQuantize):
             missing = [split for split in names if refs[split] is None]
             drift_floor = floor.load(folder, heldout_key)
             floor_cached = drift_floor is not None
-            if missing or not floor_cached:
+            made = {b: answers.load(folder, n) for b, n in self._answer_names(prompts).items()}
+            answers_cached = None not in made.values()
+            if missing or not floor_cached or None in made.values():
                 original = self._load(backend, self.quantize.model_path)
-                if missing:  # else only the floor is new
+                if missing:  # else only the floor or the answers are new
                     groups = [self._windows[x] for x in missing]
                     built = reference.compute(backend, original, groups, self.settings)
                     for split, ref in zip(missing, built, strict=True):
@@ -319,8 +339,61 @@ class EvalStage(AfterQuantize):
                 if not floor_cached:
                     drift_floor = floor.compute(backend, original, self._windows["heldout"],
                                                 refs["heldout"], heldout_key, folder)  # fmt: skip
+                made = self._original_answers(backend, original, prompts, made)
                 del original
-        return refs, missing, {**drift_floor, "cached": floor_cached}
+        return (
+            refs,
+            missing,
+            {**drift_floor, "cached": floor_cached},
+            made | {"cached": answers_cached},
+        )
+
+    def _answer_names(self, prompts: dict | None) -> dict[int, str]:
+        if prompts is None:
+            return {}
+        q, engine = self.quantize, engine_identity.identity(self.backend)
+        g = self.settings.generation
+        return {b: answers.name(q.model_identity, g, engine, b)
+                for b in (answers.BATCH, answers.FLOOR_BATCH)}  # fmt: skip
+
+    def _original_answers(self, backend, original, prompts: dict | None, made: dict) -> dict:
+        """The original's answers at each batch size not cached yet, saved beside the
+        reference."""
+        names = self._answer_names(prompts)
+        needed = [batch for batch, found in made.items() if found is None]
+        if needed:
+            runs = answers.make(backend, original, prompts["ids"], self.settings.generation,
+                                needed, prompts["pad"], "original")  # fmt: skip
+            for batch, run in zip(needed, runs, strict=True):
+                answers.save(self.reference_dir, names[batch], run)
+                made[batch] = run
+        return made
+
+    def _prompts(self) -> dict:
+        """The generation prompts as token ids, with the ids that end an answer: the
+        tokenizer's EOS and the generation config's, and a reasoning model's `</think>`."""
+        from transformers import AutoTokenizer, GenerationConfig
+
+        path = self.quantize.model_path
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        g = self.settings.generation
+        ids = prompt_set.render(tokenizer, prompt_set.load(g), g.chat_template)
+        eos = {tokenizer.eos_token_id} - {None}
+        if (Path(path) / "generation_config.json").is_file():
+            configured = GenerationConfig.from_pretrained(path).eos_token_id
+            eos |= set(configured if isinstance(configured, list) else [configured]) - {None}
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos, default=0)
+        think_end = tokenizer.get_vocab().get(generation.THINK_END)
+        return {"ids": ids, "eos": eos, "pad": pad, "think_end": think_end}
+
+    def _generation(self, backend, model, prompts: dict, originals: dict) -> dict:
+        """The quantized model's answers against the original's, with the floor."""
+        g = self.settings.generation
+        (made,) = answers.make(backend, model, prompts["ids"], g, [answers.BATCH],
+                               prompts["pad"], "quantized")  # fmt: skip
+        drift = answers.drift(originals[answers.BATCH], originals[answers.FLOOR_BATCH], made,
+                              prompts["eos"], prompts["think_end"], g)  # fmt: skip
+        return drift | {"original_cached": originals["cached"]}
 
     def _quantized_scores(self, model) -> dict:
         s, q = self.settings, self.quantize
@@ -392,6 +465,19 @@ def _paired_metrics(row) -> dict:
             "wrong_to_right", "mcnemar_p", "items")  # fmt: skip
     out = {k: getattr(p, k) for k in keep} if p else {}
     return out | {"floor_flips": f.flips if f else None, "recovery": row.recovery}
+
+
+def _generation_metrics(drift) -> dict | None:
+    """The generation drift's headline figures for the manifest and `--json`."""
+    if drift is None:
+        return None
+    keep = ("length_ratio", "length_ratio_low", "length_ratio_high", "mean_tokens_original",
+            "mean_tokens_quantized", "eos_rate_quantized", "truncated_rate_quantized",
+            "identical", "prompts")  # fmt: skip
+    return {k: getattr(drift, k) for k in keep} | {
+        "length_ratio_floor": drift.floor.length_ratio,
+        "identical_floor": drift.floor.identical,
+    }
 
 
 def _kept(tokens: dict) -> dict:

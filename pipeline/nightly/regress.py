@@ -16,7 +16,8 @@ A quality metric with a noise floor (a `<name>.floor` metric of the run, kind "f
 eval shows when nothing is quantized, pipeline/eval/floor.py) is flagged only when it is also
 worse by more than that floor: a change the measurement makes by itself is no regression. A
 task's paired change (`<task>.change`, its SE from the paired bootstrap CI) has a floor of the
-original's own flips at another batch size, as a share of the items.
+original's own flips at another batch size, as a share of the items; the answers' length ratio
+(`answer_length_ratio`, pipeline/eval/generation.py) the original's own ratio there.
 """
 
 import math
@@ -98,4 +99,21 @@ def floor_metrics(results, metric) -> list:
             fl = row.floor
             moved = fl.flips / fl.items if fl.flips is not None else abs(fl.change)
             found.append(metric(f"{row.task}.change.floor", moved, None, "lower", "floor"))
+    return found + _answer_metrics(results.generation, metric)
+
+
+def _answer_metrics(g, metric) -> list:
+    """The generation drift: answer length (quantized / original, its SE from the paired CI;
+    its floor the original's own ratio at another batch size, as a distance from 1) and the
+    share of answers that part from the original's."""
+    if g is None or g.length_ratio is None:
+        return []
+    z = NormalDist().inv_cdf((1 + g.confidence) / 2)
+    se = (g.length_ratio_high - g.length_ratio_low) / (2 * z)
+    floor = g.floor.length_ratio
+    found = [metric("answer_length_ratio", g.length_ratio, se, "lower", "quality"),
+             metric("answers_parted_pct", 100 * (1 - g.identical / g.prompts), None, "lower",
+                    "paired")]  # fmt: skip
+    if floor is not None:
+        found.append(metric("answer_length_ratio.floor", abs(floor - 1), None, "lower", "floor"))
     return found

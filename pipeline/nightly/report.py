@@ -84,8 +84,9 @@ def _latest_cells(store, runs: list[dict]) -> list[dict]:
 
 
 def floors(cells: list[dict]) -> str:
-    """Per cell: mean KL against its noise floor, each task's paired change and flips."""
-    lines = ["noise floors and paired tasks (each cell as last run)"]
+    """Per cell: mean KL against its noise floor, each task's paired change and flips, the
+    answers' length against its floor."""
+    lines = ["noise floors, paired tasks and answers (each cell as last run)"]
     for c in cells:
         m = c["metrics"]
         parts = []
@@ -100,6 +101,13 @@ def floors(cells: list[dict]) -> str:
                 text += f", {flips.value:g} flips" if flips else ""
                 text += f", floor {100 * floor.value:.1f}% of items" if floor else ""
                 parts.append(text)
+        if "answer_length_ratio" in m:
+            length, floor = m["answer_length_ratio"], m.get("answer_length_ratio.floor")
+            text = f"answers ×{length.value:.3f} long (SE {length.se or 0:.3f})"
+            text += f", floor ±{floor.value:.3f}" if floor else ""
+            if parted := m.get("answers_parted_pct"):
+                text += f", {parted.value:.0f}% part from the original's"
+            parts.append(text)
         if parts:
             lines.append(f"  {c['model']} {c['cell']}: " + "; ".join(parts))
     return "\n".join(lines) if len(lines) > 1 else lines[0] + ": none recorded"

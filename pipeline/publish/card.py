@@ -246,6 +246,12 @@ def _quality(c: CardInputs) -> str:
             "p, a bootstrap CI of the change; the floor: the original's own flips at another "
             "batch size):\n\n" + "\n".join(f"- {describe.task_line(t)}" for t in e.tasks)
         )
+    if e.generation is not None:
+        text += (
+            "\n\nGenerated answers: both models answer the same prompts greedily; the "
+            "length ratio is quantized / original with a paired bootstrap CI, the floor the "
+            f"original against itself at another batch size. {describe.generation(e.generation)}."
+        )
     if e.gates.checks:
         listed = ", ".join(
             f"{g.gate} {g.limit:g} ({describe.gate_mark(g)})" for g in e.gates.checks

@@ -47,3 +47,32 @@ def describe(model) -> dict:
     if quant and fused:  # compressed-tensors dequantized them into transformers' 3-D layout
         dtype += "; MoE experts dequantized (bf16), their activations 16-bit"
     return {"backend": NAME, "dtype": dtype, "kv_cache": kv_cache}
+
+
+def generate(model, prompts: list[list[int]], max_new_tokens: int, batch_sizes: list[int],
+             pad_id: int, bar=None) -> list[list[list[int]]]:  # fmt: skip
+    """Greedy continuations at each batch size: `size` prompts at a time, left-padded (the
+    model's own generation config's end-of-sequence stops a row; its tokens after are
+    padding)."""
+    device = next(model.parameters()).device
+    runs = []
+    with torch.inference_mode():
+        for size in batch_sizes:
+            out = []
+            for first in range(0, len(prompts), size):
+                batch = prompts[first : first + size]
+                width = max(map(len, batch))
+                ids = [[pad_id] * (width - len(p)) + p for p in batch]
+                mask = [[0] * (width - len(p)) + [1] * len(p) for p in batch]
+                made = model.generate(
+                    input_ids=torch.tensor(ids, device=device),
+                    attention_mask=torch.tensor(mask, device=device),
+                    do_sample=False,
+                    max_new_tokens=max_new_tokens,
+                    pad_token_id=pad_id,
+                )
+                out += made[:, width:].tolist()
+                if bar is not None:
+                    bar.update(len(batch))
+            runs.append(out)
+    return runs

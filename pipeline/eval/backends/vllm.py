@@ -29,6 +29,7 @@ from pipeline.quantize.artifact import tensor_bytes
 
 NAME = "vllm"
 SCRIPT = VLLM_SCRIPTS / "prompt_logprobs.py"
+ANSWERS_SCRIPT = VLLM_SCRIPTS / "greedy_answers.py"
 FULL_VOCAB_LIMIT = 32768
 TOP_LOGPROBS = 4096
 
@@ -122,3 +123,27 @@ def describe(handle: Handle) -> dict:
     engine = handle.engine.describe() if handle.engine else None
     kv = f"{handle.kv_cache_dtype} (vLLM)"
     return {"backend": NAME, "dtype": dtype, "kv_cache": kv, "engine": engine}
+
+
+def generate(handle: Handle, prompts: list[list[int]], max_new_tokens: int,
+             batch_sizes: list[int], pad_id: int, bar=None) -> list[list[list[int]]]:  # fmt: skip
+    """Greedy continuations from the engine that serves the model, at each batch size in one
+    engine start (`size` prompts per call; pad_id unused: vLLM does not pad). An EOS that
+    ended an answer is its last id."""
+    context = max(map(len, prompts)) + max_new_tokens
+    handle.engine = engine_for(handle.model_dir, context, environment.gpus(), max(batch_sizes))
+    with tempfile.TemporaryDirectory() as tmp:
+        request = {"prompts": prompts, "max_new_tokens": max_new_tokens,
+                   "batch_sizes": batch_sizes, "kv_cache_dtype": handle.kv_cache_dtype,
+                   "quantization": handle.quantization, "max_model_len": context,
+                   "engine": handle.engine.vllm_kwargs()}  # fmt: skip
+        Path(tmp, "request.json").write_text(json.dumps(request))
+        cmd = [str(SERVE_PYTHON), str(ANSWERS_SCRIPT), handle.model_dir.as_posix(), tmp]
+        log = Path(tmp) / "vllm.log"
+        code = procs.run(cmd, log, serving_env.offline_env())
+        # the CPU engine may end with 134 after all work is done: the answers file decides
+        if not Path(tmp, "answers.json").is_file():
+            raise RuntimeError(f"vLLM generation failed (exit {code}):\n" + procs.tail(log))
+        if bar is not None:  # one engine run: the bar moves once, at its end
+            bar.update(len(prompts) * len(batch_sizes))
+        return json.loads(Path(tmp, "answers.json").read_text())

@@ -94,6 +94,33 @@ def test_a_cached_eval_imports_no_datasets_torch_or_transformers(evaluated, sess
     assert not imported & {"datasets", "torch", "transformers", "pandas"}
 
 
+@pytest.mark.parametrize("recipe", ["fp8", "w4a16-rtn"])
+def test_generated_answers_are_compared_with_their_floor_and_gated(evaluated, session_runs,
+                                                                   recipe):  # fmt: skip
+    """Both models answer the shipped prompts greedily: lengths, EOS, truncation and where the
+    answers part, with the original's own answers at another batch size as the floor."""
+    results, result = evaluated(recipe)
+    g = results["generation"]
+    assert g["prompts"] == 32 and g["max_new_tokens"] == 256 and g["batch_size"] == 32
+    assert g["floor"]["batch_size"] == 16 and g["floor"]["prompts"] == 32
+    assert g["length_ratio_low"] <= g["length_ratio"] <= g["length_ratio_high"]
+    assert (
+        0 <= g["identical"] <= g["floor"]["identical"] <= 32
+    )  # quantizing parts more than batching
+    if g["identical"] < 32:
+        assert 0 <= g["first_divergence_min"] <= g["first_divergence_median"] <= 256
+    for side in ("original", "quantized"):
+        ended, cut = g[f"eos_rate_{side}"], g[f"truncated_rate_{side}"]
+        assert 0 <= ended <= 1 and ended + cut <= 1 + 1e-9
+        assert g[f"think_end_rate_{side}"] is None  # tiny-llama has no </think>
+    (length,) = [c for c in results["gates"]["checks"] if c["gate"].startswith("generation")]
+    assert length["limit"] == 1.2 and length["outcome"] in ("pass", "fail", "inconclusive")
+    assert f"generation: 32 prompts, ≤256 tokens: length ×{g['length_ratio']:.3f}" in result.stdout
+    metrics = json.loads((session_runs / "tiny-llama" / recipe / "manifest.json").read_text())
+    said = metrics["stages"]["eval"]["metrics"]["generation"]
+    assert said["length_ratio"] == g["length_ratio"] and said["identical"] == g["identical"]
+
+
 def test_a_margin_is_rechecked_on_the_cached_result_as_the_paired_ci_says(
     tmp_path, evaluated, session_runs
 ):

@@ -87,6 +87,13 @@ def test_dry_run_writes_a_complete_card_and_sends_nothing(published_run, session
     recipe_text = (REPO_DIR / "recipes" / "fp8.yaml").read_text()
     assert recipe_text.strip() in body  # the recipe verbatim
     assert f"{heldout['ppl_quantized']:.3f}" in body and f"{100 * task['recovery']:.1f}%" in body
+    # the paired task, the noise floor and the generated answers, as the eval measured them
+    paired = task["paired"]
+    assert f"{paired['right_to_wrong']} right→wrong, {paired['wrong_to_right']} wrong→right" in body
+    assert "Noise floor: the original scored a second time" in body
+    answers = eval_results["generation"]
+    assert f"length ×{answers['length_ratio']:.3f}" in body
+    assert f"{answers['identical']} of 32 identical (floor {answers['floor']['identical']})" in body
     kv = serve_results["quantized"]["engine"]["kv_cache_size_tokens"]
     assert f"{kv:,}" in body and "vllm serve acme/tiny-llama-fp8" in body
     assert "from openai import OpenAI" in body and "make run MODEL=tiny-llama RECIPE=fp8" in body

@@ -120,3 +120,35 @@ def test_a_model_larger_than_a_node_is_priced_on_pipeline_stages(no_runs):
     assert fp8.gpus == 8 and fp8.pipeline_stages == 1
     assert original.usd_per_hour == pytest.approx(16 * 2.99)
     assert " 8×2 " in advise.render(rows, "header", prices.gpu(hw.name))
+
+
+def test_a_recipe_whose_answers_grow_is_priced_per_answer(no_runs, monkeypatch):
+    """Tokens per answer as an eval measures them (here given: the eval's own test measures
+    them); the ranking reads $ per answer once every candidate has one."""
+    lengths = {"fp8": 100.0, "gptq": 400.0}
+
+    def measured(model_name, recipe_name):
+        if recipe_name == "original":
+            return {"source": "reference", "kl_mean": 0.0, "kl_mean_se": 0.0, "same_top_pct": 100}
+        return {"source": "measured", "kl_mean": 1e-3, "kl_mean_se": 1e-5, "same_top_pct": 98.0,
+                "tokens_per_answer": lengths.get(recipe_name),
+                "original_tokens_per_answer": 100.0}  # fmt: skip
+
+    monkeypatch.setattr(advise, "_quality", measured)
+    ref = aliases.resolve("llama3-70b")
+    g, hw = geometry.of(aliases.load_config(ref)), gpus.SPECS["H100-80GB"]
+    recipes = [recipe.load(n) for n in ("fp8", "gptq")]
+    rows = advise.advise(ref.name, g, recipes, hw, prices.gpu(hw.name), advise.Ask(100, 4000))
+    by = {r.recipe: r for r in rows}
+    assert by["original"].tokens_per_answer == 100.0  # the original's answers, from any eval
+    for r in rows:
+        assert r.usd_per_answer == pytest.approx(r.usd_per_million * r.tokens_per_answer / 1e6)
+    assert [r.usd_per_answer for r in rows] == sorted(r.usd_per_answer for r in rows)
+    assert by["gptq"].usd_per_answer > by["fp8"].usd_per_answer  # 4× the tokens per answer
+    assert advise.ranked_by(rows).startswith("$ per answer")
+    table = advise.render(rows, "header", prices.gpu(hw.name))
+    assert "$/1k ans" in table and "ranked by $ per answer" in table
+    lengths["gptq"] = None  # one candidate not measured: per 1M tokens, and said so
+    rows = advise.advise(ref.name, g, recipes, hw, prices.gpu(hw.name), advise.Ask(100, 4000))
+    assert [r.usd_per_million for r in rows] == sorted(r.usd_per_million for r in rows)
+    assert advise.ranked_by(rows).startswith("$ per 1M output tokens")

@@ -3,7 +3,7 @@ SE it is. An eval's floors and paired task changes become nightly metrics."""
 
 import pytest
 
-from pipeline.eval.results import DriftFloor, PairedTask
+from pipeline.eval.results import DriftFloor, GenerationComparison, GenerationDrift, PairedTask
 from pipeline.nightly.matrix import Thresholds
 from pipeline.nightly.regress import compare, floor_metrics
 from pipeline.nightly.report import floors
@@ -30,9 +30,10 @@ def test_a_change_within_the_floor_is_not_flagged_beyond_it_is():
 class _Results:
     """What floor_metrics reads of an EvalResults."""
 
-    def __init__(self, heldout_floor, rows):
+    def __init__(self, heldout_floor, rows, generation=None):
         self.heldout = type("H", (), {"floor": heldout_floor})()
         self.tasks = rows
+        self.generation = generation
 
 
 def test_floor_metrics_carry_the_floors_in_the_units_of_the_changes():
@@ -54,3 +55,33 @@ def test_floor_metrics_carry_the_floors_in_the_units_of_the_changes():
     line = floors([{"model": "tiny", "cell": "fp8", "metrics": m | _kl(1e-4, 2e-6)}])
     assert "mean KL 1.00e-04: 50× the floor" in line
     assert "t -2.0 points (SE 1.0), 8 flips, floor 1.0% of items" in line
+
+
+def _answers(ratio, low, high, identical, floor_ratio=1.0):
+    common = dict(prompts=32, max_new_tokens=256, batch_size=32, mean_tokens_original=100.0,
+                  confidence=0.95, eos_rate_original=0.9, eos_rate_quantized=0.8,
+                  truncated_rate_original=0.1, truncated_rate_quantized=0.2)  # fmt: skip
+    floor = GenerationComparison(**common | {"batch_size": 16}, mean_tokens_quantized=100.0,
+                                 length_ratio=floor_ratio, length_ratio_low=floor_ratio,
+                                 length_ratio_high=floor_ratio, identical=32)  # fmt: skip
+    return GenerationDrift(**common, mean_tokens_quantized=100 * ratio, length_ratio=ratio,
+                           length_ratio_low=low, length_ratio_high=high, identical=identical,
+                           floor=floor)  # fmt: skip
+
+
+def test_answer_length_is_a_quality_metric_gated_by_its_ci_and_its_floor():
+    def metrics(g):
+        return {x.name: x for x in floor_metrics(_Results(None, [], g), Metric)}
+
+    before = metrics(_answers(1.0, 0.98, 1.02, 30))
+    longer = metrics(_answers(1.3, 1.2, 1.4, 4))
+    # SE from the CI: half-width 0.1 at 95% → 0.051; 0.3 longer is ~5.8 combined SE
+    assert longer["answer_length_ratio"].se == pytest.approx(0.1 / 1.959964, rel=1e-5)
+    assert longer["answers_parted_pct"].value == pytest.approx(87.5)
+    assert [f.metric for f in compare(longer, before, T)] == ["answer_length_ratio"]
+    # the same 1.3 against an original that drifts by itself 0.35 at another batch size: noise
+    noisy = metrics(_answers(1.3, 1.2, 1.4, 4, floor_ratio=1.35))
+    assert noisy["answer_length_ratio.floor"].value == pytest.approx(0.35)
+    assert compare(noisy, before, T) == []
+    line = floors([{"model": "tiny", "cell": "w4", "metrics": longer}])
+    assert "answers ×1.300 long (SE 0.051), floor ±0.000, 88% part from the original's" in line
