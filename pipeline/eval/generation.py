@@ -19,6 +19,9 @@ from pipeline.eval.paired_tasks import RESAMPLES, SEED
 
 THINK_END = "</think>"
 
+# numpy and scipy imported where used: the gates read stored results without them (a cached
+# eval answers in under a second)
+
 
 def answer(ids: list[int], eos_ids: set[int], max_new_tokens: int) -> dict:
     """{"ids", "eos"}: the ids up to the first EOS (excluded) and whether one came."""

@@ -38,11 +38,13 @@ def zoo_runs(tmp_path_factory):
 
 
 def _short(name: str, folder: Path) -> str:
-    """The shipped recipe with a 512-token eval and its lm-eval task on 8 documents (added
-    where the recipe has none): drift and lm-eval on the same model is what the zoo checks."""
+    """The shipped recipe with a 512-token eval, its lm-eval task on 8 documents (added where
+    the recipe has none) and 4 answers of 16 tokens: drift, lm-eval and generation on the same
+    model is what the zoo checks."""
     text = (REPO / "recipes" / f"{name}.yaml").read_text().replace("16384", "512")
     text = re.sub(r"\n  tasks:.*?\n(?=  gates:)", "\n", text, flags=re.S)
     task = "  tasks:\n    - task: pydoc_word_order\n      metric: acc\n      limit: 8\n"
+    task += "  generation:\n    limit: 4\n    max_new_tokens: 16\n"  # 4 short answers
     text = text.replace("\n  gates:", f"\n{task}  gates:", 1)
     path = folder / f"{name}.yaml"
     path.write_text(text.replace("context_length: 512", "context_length: 256"))  # > window
