@@ -16,11 +16,16 @@ def path(settings: GenerationSettings) -> Path:
     return PROMPTS_FILE if settings.prompts == "shipped" else Path(settings.prompts).expanduser()
 
 
+def check(settings: GenerationSettings) -> None:
+    """Up front, before anything is quantized or loaded: the prompts file is there."""
+    if settings.enabled and not path(settings).is_file():
+        raise UserError(f"eval.generation.prompts: no such file: {path(settings)}")
+
+
 def load(settings: GenerationSettings) -> list[list[dict]]:
     """Each prompt as chat messages; a bad file is one line naming it and the line."""
+    check(settings)
     file = path(settings)
-    if not file.is_file():
-        raise UserError(f"eval.generation.prompts: no such file: {file}")
     conversations = []
     for number, line in enumerate(file.read_text().splitlines(), 1):
         if line.strip():

@@ -72,6 +72,7 @@ class EvalStage(AfterQuantize):
         kv_cache_scheme: without one only vLLM can."""
         settings = q.recipe.spec.eval
         texts.check_source(settings.dataset, settings.split, settings.text_column, "eval data")
+        prompt_set.check(settings.generation)
         kv = settings.kv_cache_dtype
         chosen = backend or settings.backend
         reason = None

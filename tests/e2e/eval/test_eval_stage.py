@@ -300,6 +300,14 @@ def test_backends_agree_and_keep_their_own_results(tmp_path, session_runs, tiny_
         assert vl[key] == pytest.approx(hf[key], rel=0.005), key
     assert abs(vl["kl_mean"] - hf["kl_mean"]) < 2e-4
     assert abs(vl["same_top_pct"] - hf["same_top_pct"]) < 2.0
+    # the answers come from each backend's own engine (vLLM's: both batch sizes in one
+    # start-up): tiny-llama never ends an answer, so each of its runs to the 256-token limit
+    for backend, made in got.items():
+        g = made["generation"]
+        assert g["prompts"] == g["floor"]["prompts"] == 32, backend
+        assert g["mean_tokens_original"] == 256 and g["truncated_rate_original"] == 1.0, backend
+        assert g["eos_rate_original"] == 0.0 and g["floor"]["mean_tokens_quantized"] == 256
+    assert got["hf"]["generation"]["floor"]["identical"] == 32  # float32: batching moves nothing
 
 
 def test_lm_eval_task_through_vllm_agrees_with_hf(quantized):
