@@ -148,6 +148,9 @@ class QuantizeStage:
         capped = {}
         for name, args in rf.modifiers() if ref.source == "tiny" else []:
             iters = args.get("iters")  # None (`iters:` left empty): the modifier's default
+            if name == "AutoRoundModifier" and not (iters is None or _is_count(iters)):
+                raise UserError(f"recipe {rf.name}: {name}.iters must be a whole number, got "
+                                f"{iters!r}")  # fmt: skip
             if name == "AutoRoundModifier" and (iters is None or iters > TINY_AUTOROUND_ITERS):
                 capped = {name: {"iters": TINY_AUTOROUND_ITERS}}
         rundir = RunDir(ref.name, rf.name)
@@ -494,3 +497,7 @@ def _check_nproc(nproc: int, rf: recipe.RecipeFile, cal: recipe.Calibration) -> 
         raise UserError(f"--nproc {nproc}: this host has {os.cpu_count()} CPU cores")
     if nproc > cal.num_samples:
         raise UserError(f"--nproc {nproc}: more processes than the {cal.num_samples} samples")
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

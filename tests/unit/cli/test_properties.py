@@ -7,6 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -93,6 +94,26 @@ def test_any_recipe_mutation_is_a_plan_or_one_line(name, data, action, value):
         _assert_clean(*_run(["quantize", "--recipe", f.name, "--dry-run"]))
     finally:
         os.unlink(f.name)
+
+
+@pytest.mark.parametrize("iters", ["", "200", 2.5, True, -1])
+def test_autorounds_iters_of_the_wrong_kind_is_one_line(iters):
+    """Found by the fuzz test above (CI, 2026-12-04): `iters: ""` met `>` and crashed."""
+    mutated = _mutate(RECIPES["autoround"], _iters_path(), "replace", iters)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(mutated, f)
+    try:
+        code, lines, created = _run(["quantize", "--recipe", f.name, "--dry-run"])
+    finally:
+        os.unlink(f.name)
+    assert (code, created) == (2, False), lines
+    (line,) = lines  # one line, no traceback
+    assert line.startswith("error: ") and "AutoRoundModifier.iters must be a whole number" in line
+
+
+def _iters_path() -> tuple:
+    (path,) = [p for p in _paths(RECIPES["autoround"]) if p[-1] == "iters"]
+    return path
 
 
 NUMBER_TEXT = st.one_of(
