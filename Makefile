@@ -42,9 +42,9 @@ $(error RECIPES is empty: give recipes separated by commas (RECIPES=fp8,gptq), o
 endif
 endif
 
-.PHONY: setup quantize eval serve run compare search publish nightly report plan advise recipes models schemas gpu-check gpu-wheels \
+.PHONY: setup quantize eval serve run compare search publish nightly report plan advise recipes models schemas gpu-check gpu-bundle \
 	docs docs-serve docs-pages \
-	test test-fast lint clean clean-cache
+	test test-fast test-gpu-hosts lint clean clean-cache
 
 # The two envs side by side: installs wait on unpacking and disk as much as on a core.
 setup:
@@ -131,21 +131,20 @@ plan: $(VENV)/.installed
 	  $(if $(KV_DTYPE),--kv-dtype $(KV_DTYPE)) --gpu $(or $(GPU),H100-80GB) $(ARGS)
 
 # The GPU paths in minutes on a GPU host (quantize, hf and vLLM eval, paired serve): one table;
-# exit 4 where no GPU is visible. make gpu-check ARGS="--json gpu-check.json"
-gpu-check: $(VENV)/.installed
+# exit 4 where no GPU is visible. Builds both envs first (the vLLM rows need the serving env).
+# make gpu-check ARGS="--json gpu-check.json"
+gpu-check: setup
 	$(VENV)/bin/python -m pipeline.core.gpu_check $(ARGS)
 
-# The wheels a bare GPU machine lacks for gpu-check (requirements/gpu-carry.txt), for Python 3.12,
-# in .carry/wheels (git-ignored; carry it there and run pipeline/gpu_check_bare.sh)
-gpu-wheels: $(VENV)/.installed
-	rm -rf .carry/wheels
-	grep -v '^#' requirements/gpu-carry.txt | grep -v -E '^(rouge_score|sqlitedict|word2number)==' \
-		| $(VENV)/bin/pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-		--implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-		-d .carry/wheels -r /dev/stdin
-	grep -E '^(rouge_score|sqlitedict|word2number)==' requirements/gpu-carry.txt \
-		| $(VENV)/bin/pip wheel -q --no-deps -w .carry/wheels -r /dev/stdin
-	du -sh .carry/wheels
+# One folder for an offline GPU host (at most 64 MiB): the project, the wheels its image lacks
+# (TARGET_PACKAGES: its package list, pip freeze or a name a line; BUNDLE_PYTHON: its Python)
+# and the trained tiny-llama. There, with no network: bash $(BUNDLE)/check.sh
+BUNDLE          ?= build/gpu-bundle
+TARGET_PACKAGES ?= requirements/gpu-targets/h200-image.txt
+BUNDLE_PYTHON   ?= 3.12
+gpu-bundle: $(VENV)/.installed
+	$(VENV)/bin/python -m pipeline.core.gpu_bundle $(BUNDLE) --target-packages $(TARGET_PACKAGES) \
+		--python $(BUNDLE_PYTHON)
 
 recipes: $(VENV)/.installed
 	$(RUN) recipes
@@ -169,6 +168,12 @@ test: setup
 # tests/unit only: no model, no quantization, no vLLM (seconds).
 test-fast: $(VENV)/.installed
 	$(VENV)/bin/python -m pytest tests/unit $(ARGS)
+
+# tests/unit as make test runs them on GPU hosts, on this one: the stand-in nvidia-smi's 1 × H200
+# (the worker without a GPU) and 8 × H100, a serving env stamped as the CUDA build
+# (tests/standin_hosts.py). ARGS="--all": every unit test on both.
+test-gpu-hosts: setup
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m tests.standin_hosts $(ARGS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check pipeline tests benchmarks

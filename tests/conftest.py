@@ -20,6 +20,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # nothing in the tests may reach a hub
 # torch documents that a CUDA query before a fork poisons CUDA in the child unless the query
 # goes through NVML: the test zygote imports llm-compressor (which asks) and forks every CLI call
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+# the stand-in nvidia-smi (tests/gpu_hosts) starts with this interpreter, not a python3 shim
+os.environ.setdefault("STANDIN_PYTHON", sys.executable)
 
 
 def has_gpu() -> bool:
@@ -35,6 +37,43 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if ("cpu_host" if gpu else "gpu") in item.keywords:
             item.add_marker(skip)
+
+
+def stamped_serving_env(root: Path, build: str) -> Path:
+    """A serving env as `make setup` leaves it on a host of `build` ("cpu" | "cuda"): this
+    checkout's .venv-serve (its python, vLLM and torch, linked) under that build's stamp, which
+    is all serving_env reads to tell the builds apart. Returns its python, for SERVE_PYTHON
+    (absent where .venv-serve is: serving_env.available() then says so)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for entry in (REPO / ".venv-serve").glob("*"):  # the stamps are dotfiles: left behind
+        if not (root / entry.name).is_symlink():
+            (root / entry.name).symlink_to(entry)
+    (root / f".installed-{build}").write_text(f"{REPO / '.venv-serve'} as the {build} build\n")
+    return root / "bin" / "python"
+
+
+def as_cpu_host(monkeypatch, root: Path) -> dict:
+    """This process, and the commands it starts, as on a CPU host after `make setup`: no GPU
+    visible (CUDA_VISIBLE_DEVICES="" hides every GPU nvidia-smi lists) and the serving env (in
+    `root`) stamped as vLLM's CPU build. For tests of what a CPU host's vLLM refuses or accepts:
+    a test worker without a GPU on a GPU host (tests/parallel.py) holds the CUDA build, and would
+    meet that build's own refusal ("sees no GPU", exit 4) first. Returns the variables set."""
+    from pipeline.core import serving_env
+
+    python = stamped_serving_env(root, "cpu")
+    env = {"SERVE_PYTHON": str(python)}
+    if has_gpu():  # set only where it hides something: a CLI call then forks from the zygote
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(serving_env, "SERVE_PYTHON", python)
+    return env
+
+
+@pytest.fixture
+def cpu_host_env(tmp_path_factory, monkeypatch) -> dict:
+    """as_cpu_host for the whole test."""
+    return as_cpu_host(monkeypatch, tmp_path_factory.mktemp("serve-cpu"))
 
 
 def start_postgres():
@@ -106,8 +145,10 @@ def cli(*args: str, runs: Path, env: dict | None = None, timeout: int = 900, fre
     """Run `python -m pipeline …` as a user would, with RUNS_DIR pointed at `runs`: forked from
     this worker's zygote (tests/zygote.py: the libraries imported once), or a fresh process
     when the environment differs in a variable the libraries read at import, or when `fresh`
-    (a test that measures the process's memory)."""
-    full_env = {**os.environ, "RUNS_DIR": str(runs), **(env or {})}
+    (a test that measures the process's memory). A variable given as None is unset (e.g. the
+    test worker's own CUDA_VISIBLE_DEVICES, where a test means every stand-in GPU)."""
+    merged = {**os.environ, "RUNS_DIR": str(runs), **(env or {})}
+    full_env = {k: v for k, v in merged.items() if v is not None}
     if not fresh and _zygote().fits(full_env):
         return _zygote().run(list(args), full_env, REPO, timeout)
     return subprocess.run(

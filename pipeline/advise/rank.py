@@ -71,13 +71,14 @@ class Ask:
     slo_itl_ms: float | None = None
     max_kl: float | None = None
     utilization: float = GPU_MEMORY_UTILIZATION
-    overhead_gib: float = deployment.OVERHEAD_GIB
+    overhead_gib: float | None = None  # a flat allowance per GPU (None: vLLM's rule)
 
     def load(self, weights: int, kv_dtype: str) -> deployment.Load:
         return deployment.Load(weights, kv_dtype, self.users, self.context)
 
     def budget(self) -> deployment.Budget:
-        return deployment.Budget(self.utilization, int(self.overhead_gib * 2**30))
+        flat = None if self.overhead_gib is None else int(self.overhead_gib * 2**30)
+        return deployment.Budget(self.utilization, flat)
 
 
 def advise(

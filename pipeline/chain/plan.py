@@ -145,7 +145,7 @@ def render(chain: ChainPlan) -> str:
             lines.append(f"  backend    {stage['backend']}, {stage['tokens']:,} tokens scored")
         for side, ref in (stage.get("on_gpus") or {}).items():
             n = gpu_count(ref)
-            lines.append(f"  {side:<10} with vLLM on {ref['gpu']}: {n} GPU(s)")
+            lines.append(f"  {side:<10} with vLLM on {ref['gpu']}: {n} GPU(s){_engine(ref)}")
         if (placed := stage.get("placement")) and "mode" in placed:
             lines.append(f"  placement  {placed['mode']}: {placed['reason']}")
             for side in placed["sides"].values():
@@ -154,7 +154,7 @@ def render(chain: ChainPlan) -> str:
             lines.append(f"  launch     {side}: {launch['command']}")
         for side, engine in (stage.get("engines") or {}).items():
             ref = engine["on_gpus"]
-            needs = f"on {ref['gpu']}: {gpu_count(ref)} GPU(s)"
+            needs = f"on {ref['gpu']}: {gpu_count(ref)} GPU(s){_engine(ref)}"
             if "refused" in engine:
                 lines.append(f"  {side:<10} {needs}; here refused: {engine['refused']}")
             elif plan["host"]["gpus"]:
@@ -163,6 +163,11 @@ def render(chain: ChainPlan) -> str:
                 lines.append(
                     f"  {side:<10} tensor parallel {engine['tensor_parallel_size']}{stages}, "
                     f"{engine['weights_per_gpu_bytes'] / GIB:.1f} GiB of weights per GPU"
+                    + (
+                        f"; vLLM's engine {engine['engine_line']}"
+                        if "engine_line" in engine
+                        else ""
+                    )
                 )
             else:
                 lines.append(
@@ -184,6 +189,12 @@ def render(chain: ChainPlan) -> str:
     for refusal in plan["refusals"]:
         lines.append(f"refused     {refusal}")
     return "\n".join(lines)
+
+
+def _engine(ref: dict) -> str:
+    """A reference layout's engine memory per GPU and why smaller layouts would not start."""
+    said = f"; vLLM's engine per GPU {ref['engine_line']}" if ref.get("engine_line") else ""
+    return said + "".join(f"; {why}" for why in ref.get("refused", []))
 
 
 def disk_and_time_lines(plan: dict) -> str:

@@ -3,7 +3,7 @@
 from pydantic import Field
 
 from pipeline.config.strict import Strict
-from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
+from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION, overhead_gib_field
 
 
 class AdviseSettings(Strict):
@@ -19,6 +19,4 @@ class AdviseSettings(Strict):
     gpu_memory_utilization: float = Field(
         GPU_MEMORY_UTILIZATION, gt=0, le=1, description="as given to vllm serve"
     )
-    overhead_gib: float = Field(
-        2.0, ge=0, le=2**20, description="per GPU: activations, graphs, NCCL"
-    )
+    overhead_gib: float | None = overhead_gib_field()

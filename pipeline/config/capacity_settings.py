@@ -4,7 +4,7 @@ their range checks."""
 from pydantic import Field
 
 from pipeline.config.strict import Strict
-from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
+from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION, overhead_gib_field
 
 
 class PlanSettings(Strict):
@@ -13,9 +13,7 @@ class PlanSettings(Strict):
     gpu_memory_utilization: float = Field(
         GPU_MEMORY_UTILIZATION, gt=0, le=1, description="as given to vllm serve"
     )
-    overhead_gib: float = Field(
-        2.0, ge=0, le=2**20, description="per GPU: activations, graphs, NCCL"
-    )
+    overhead_gib: float | None = overhead_gib_field()
     gpus_per_node: int = Field(
         8, ge=1, le=64, description="tensor parallel within a node, pipeline stages across"
     )

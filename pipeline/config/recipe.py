@@ -156,7 +156,9 @@ class ServeSettings(Strict):
     original: Literal["paired", "cached"] = Field(
         "paired",
         description="paired: the original served beside the artifact and measured alternately "
-        "with it; cached: its stored reference measurement (taken at another time)",
+        "with it; cached: the reference an earlier run kept, at the share and TP a paired run here "
+        "gives each side (measured alone first where there is none; refused where only another "
+        "placement's was kept)",
     )
     slo_ttft_ms: float = Field(1000, gt=0, description="SLO: time to first token, ms")
     slo_tpot_ms: float = Field(100, gt=0, description="SLO: time per output token, ms")

@@ -1,8 +1,17 @@
 """vLLM engine settings that the settings, the plans and the placement share (one place each):
 vLLM 0.32's defaults, or ours where we choose otherwise (said so beside it)."""
 
+from pydantic import Field
+
 # --gpu-memory-utilization: the share of each GPU's memory an engine takes at start-up. Our choice,
 # not vLLM's default (0.92 in 0.32, config/cache.py). vLLM refuses to start unless that share of
 # the GPU is still free (v1/worker/utils.py: request_memory); 0.9 leaves room for what may already
 # hold some of it: another process's CUDA context, e.g. a stage or engine started before this one.
 GPU_MEMORY_UTILIZATION = 0.9
+
+
+def overhead_gib_field():
+    """--overhead-gib, for `make plan` and `make advise` alike: None keeps vLLM's own rule."""
+    return Field(None, ge=0, le=2**20,
+                 description="a flat allowance per GPU beside weights and KV (None: vLLM's own "
+                 "rule: its profile's activation peak, CUDA graphs, non-torch memory)")  # fmt: skip

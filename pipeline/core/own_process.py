@@ -9,7 +9,10 @@ The child is forked, so it shares what the parent prepared (the model materializ
 inputs); its return value or its exception comes back through a pipe. CUDA must not be
 initialised in the parent (torch then forbids CUDA in a forked child): the parent's GPU queries
 go through NVML (PYTORCH_NVML_BASED_CUDA_CHECK=1), and where CUDA is initialised already the
-call runs in this process and says why.
+call runs in this process and says why. `torch.cuda.is_initialized()` misses one such parent:
+a plain `torch.cuda.is_available()` (no NVML check) initialises the driver and poisons fork, yet
+leaves it False. torch's own flag for that is in the child (`torch.cuda._is_in_bad_fork()`, set
+by its fork handler): the child asks it first and hands the work back when it is set.
 """
 
 import multiprocessing
@@ -45,14 +48,21 @@ def call(fn: Callable[..., T], *args) -> T:
         child.join()
         raise
     child.join()
+    if kind == "bad-fork":
+        print(f"  ({BAD_FORK}: the stage runs in this process)", file=sys.stderr)
+        return fn(*args)
     if kind == "error":
         raise value
     return value
 
 
+BAD_FORK = "CUDA was initialised in this process before the fork (torch.cuda.is_available()"
+BAD_FORK += " without PYTORCH_NVML_BASED_CUDA_CHECK=1)"
+
+
 def _child(send, fn: Callable, args: tuple) -> None:
     try:
-        result = ("ok", fn(*args))
+        result = ("bad-fork", None) if _in_bad_fork() else ("ok", fn(*args))
     except BaseException as e:  # the parent raises it: its type decides the exit code
         if not isinstance(e, PipelineError):  # a bug or a library's crash: its traceback here
             traceback.print_exc()
@@ -77,3 +87,9 @@ def _picklable(e: BaseException) -> BaseException:
 def _cuda_initialised() -> bool:
     torch = sys.modules.get("torch")
     return bool(torch is not None and torch.cuda.is_initialized())
+
+
+def _in_bad_fork() -> bool:
+    """In the child: torch's fork handler marked it (the parent had initialised CUDA)."""
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda._is_in_bad_fork())

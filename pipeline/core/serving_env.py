@@ -12,6 +12,10 @@ from pipeline.core.files import sha256_text, write_json_atomic
 from pipeline.core.paths import REPO, VLLM_SCRIPTS, cache_root
 
 ALIAS_INSTALLER = "quant-pipeline"
+# requirements/serve-cuda.txt's vLLM and the torch its wheel requires (`Requires-Dist:
+# torch==2.13.0`): a host whose torch is another cannot run it (a test reads both from the files)
+VLLM_VERSION = "0.32.0"
+VLLM_TORCH = "2.13.0"
 SERVE_PYTHON = Path(os.environ.get("SERVE_PYTHON", REPO / ".venv-serve" / "bin" / "python"))
 
 

@@ -55,7 +55,7 @@ def plan(a: "Artifact", options: Options, up: Upstream) -> EvalPlan:
     found = EvalPlan(backend=chosen, tokens=tokens, context_length=s.context_length)
     original = a.geometry.original_bytes
     sides = {"original": original, a.recipe.name: up.artifact_bytes or original}
-    traffic = Traffic(BATCH_WINDOWS, s.context_length + 1)
+    traffic = Traffic(BATCH_WINDOWS, s.context_length + 1, offline=True)  # vllm.LLM
     if chosen == "vllm":
         placed = engine_plan.on_this_host(a.geometry, sides, visible, traffic, a.recipe)
         found.engines, found.refusals = placed.engines, placed.refusals

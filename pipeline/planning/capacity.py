@@ -9,9 +9,13 @@ KV-cache dtype, from the model's geometry alone — a table over the one deploym
   KV / sequence    = KV bytes / token × the tokens vLLM keeps of a `context`-long sequence, in
                      blocks of 16: all of them, or for sliding-window layers at most
                      window − 1 + max_num_batched_tokens
+  engine / GPU     = planning/engine_memory.py: what vLLM's start-up profile reserves beside
+                     weights and KV — its activation peak at max_num_batched_tokens /
+                     max_num_seqs, CUDA graphs, non-torch memory (or --overhead-gib, flat)
   GPUs (TP × PP)   = planning/deployment.py: the smallest TP vLLM accepts within a node that
                      holds the weights and `users` sequences' KV in utilization × memory −
-                     overhead per GPU; past a node, the node's TP × one pipeline stage per node
+                     the engine per GPU, at least one `context`-long request (else vLLM
+                     refuses it at start-up); past a node, the node's TP × one stage per node
   max users        = ⌊ usable KV room per GPU / KV per sequence per GPU ⌋
 """
 
@@ -19,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 from pipeline.config.recipe import RecipeFile
 from pipeline.core.errors import UserError
-from pipeline.planning import deployment, kv_cache
+from pipeline.planning import deployment, engine_memory, kv_cache
 from pipeline.planning.deployment import Budget, Load
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import Inventory
@@ -44,6 +48,8 @@ class Row:
     expert_parallel: bool = False  # --enable-expert-parallel: the plain TP split is refused
     vllm_flags: str | None = None  # the layout's `vllm serve` flags
     refused: list[str] = field(default_factory=list)  # why smaller layouts would not load
+    engine: dict | None = None  # vLLM's engine memory per GPU (engine_memory.EngineMemory)
+    engine_line: str | None = None  # … as the table's note says it
 
     @property
     def nodes(self) -> int | None:
@@ -61,17 +67,19 @@ def row(
     (planning/deployment.py), as a row."""
     recipe_name = recipe.name if recipe else "original"
     per_token = kv_cache.bytes_per_token(g, load.kv_dtype)
-    scheduled = budget.scheduled_on(gpus)
+    scheduled = budget.scheduled_on(gpus, load.context)
     per_sequence = kv_cache.bytes_per_sequence(g, load.kv_dtype, load.context, scheduled)
     needed = load.users * per_sequence
     found = deployment.fewest(g, load, gpus, budget, recipe)
     if found is None:
         return Row(recipe_name, load.kv_dtype, load.weights, per_token, needed, None, None, None)
+    engine = found.engine
     return Row(
         recipe_name, load.kv_dtype, load.weights, per_token, needed, found.gpus,
         found.max_users, found.kv_room_bytes, found.tensor_parallel_size,
         found.pipeline_parallel_size, found.executor, found.expert_parallel,
-        found.vllm_flags(), list(found.refused),
+        found.vllm_flags(), list(found.refused), engine and engine.record(),
+        engine and engine.line(),
     )  # fmt: skip
 
 
@@ -87,7 +95,7 @@ def plan(
     """Rows for the original (as it ships: Geometry.original_bytes) and each recipe, × each KV
     dtype."""
     budget = budget or Budget()
-    scheduled = budget.scheduled_on(gpus)
+    scheduled = budget.scheduled_on(gpus, context)
     if min(users, context, scheduled) < 1:
         raise UserError(
             f"users, context and max-num-batched-tokens must be ≥ 1 "
@@ -100,17 +108,23 @@ def plan(
     ]
 
 
-def describe(name: str, g: Geometry, gpus: Inventory, budget: Budget) -> str:
+def describe(name: str, g: Geometry, gpus: Inventory, budget: Budget, context: int) -> str:
     sliding = any(group.kind == "sliding" for group in g.kv_groups)
-    scheduled = budget.scheduled_on(gpus)
+    batch = budget.batch_on(gpus, context)
+    engine = (
+        f"{budget.overhead_bytes / GIB:g} GiB per GPU kept for the engine (--overhead-gib)"
+        if budget.overhead_bytes is not None
+        else "per GPU, vLLM's engine as its start-up profile reserves it (activation peak of "
+        f"{batch.tokens:,} tokens / {batch.seqs:,} seqs, CUDA graphs, non-torch)"
+    )
     return (
         f"model {name}: {g.layers} layers; {g.kv_modelled}; original weights {g.shipped}\n"
         f"TP×PP: tensor parallel within a node of {gpus.per_node} GPUs (sizes vLLM accepts for "
         f"{g.heads} heads / {g.kv_heads} KV heads) × "
         "pipeline stages, one node each\n"
-        f"{budget.utilization:g} of each GPU usable, {budget.overhead_bytes / GIB:g} GiB per GPU "
-        "kept for activations/engine"
-        + (f"; a sliding window keeps window − 1 + {scheduled:,} tokens" if sliding else "")
+        f"{budget.utilization:g} of each GPU's memory as CUDA reports it (nvidia-smi's "
+        f"− {engine_memory.CUDA_RESERVED_BYTES / GIB:.2f} GiB) usable; {engine}"
+        + (f"; a sliding window keeps window − 1 + {batch.tokens:,} tokens" if sliding else "")
     )
 
 
@@ -139,18 +153,33 @@ def render(rows: list[Row], users: int, context: int, gpus: Inventory) -> str:
             f"--tensor-parallel-size {spanning.tp} --pipeline-parallel-size {spanning.pp} "
             f"--distributed-executor-backend {spanning.executor}`"
         )
-    return "\n".join(lines + _layout_notes(rows))
+    return "\n".join(lines + _engine_notes(rows) + _layout_notes(rows))
+
+
+def _engine_notes(rows: list[Row]) -> list[str]:
+    """vLLM's engine per GPU of each layout in the table (once per layout)."""
+    seen: dict[str, str] = {}
+    for r in sorted(rows, key=lambda r: r.gpus or 0):
+        if r.engine_line and r.vllm_flags not in seen:
+            seen[r.vllm_flags] = f"vLLM's engine per GPU at {r.vllm_flags}: {r.engine_line}"
+    return list(seen.values())
 
 
 def _layout_notes(rows: list[Row]) -> list[str]:
-    """Per recipe whose layout is not the plain one: its flags and why (once per recipe)."""
-    notes: dict[str, list[str]] = {}
+    """Per recipe whose layout is not the plain one: its flags and why (once per recipe, or
+    per KV dtype where its KV dtypes' notes differ)."""
+    notes: dict[tuple, Row] = {}
     for r in rows:
-        if r.refused and r.recipe not in notes:
-            said = [f"{r.recipe}: vLLM 0.32 would refuse —"]
-            said += [f"  {reason}" for reason in r.refused]
-            said.append(
-                f"  → `vllm serve … {r.vllm_flags}`" if r.vllm_flags else "  → no layout loads"
-            )
-            notes[r.recipe] = said
-    return [line for said in notes.values() for line in said]
+        key = (r.recipe, tuple(r.refused), r.vllm_flags)
+        if r.refused and key not in notes:
+            notes[key] = r
+    found = []
+    for r in notes.values():
+        alone = sum(1 for key in notes if key[0] == r.recipe) == 1
+        kv = "" if alone else f" (KV {r.kv_dtype})"
+        found.append(f"{r.recipe}: vLLM 0.32 would refuse{kv} —")
+        found += [f"  {reason}" for reason in r.refused]
+        found.append(
+            f"  → `vllm serve … {r.vllm_flags}`" if r.vllm_flags else "  → no layout loads"
+        )
+    return found

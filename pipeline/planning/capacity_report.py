@@ -28,9 +28,10 @@ def report(
     g = geometry.of_model(ref)
     recipes = [recipe.load(name) for name in (recipe_names or recipe.shipped())]
     gpus = named(gpu, settings.gpus_per_node)
+    flat = settings.overhead_gib
     budget = Budget(
         settings.gpu_memory_utilization,
-        int(settings.overhead_gib * 2**30),
+        None if flat is None else int(flat * 2**30),
         settings.max_num_batched_tokens,
     )
     users, context = settings.users, settings.context
@@ -39,5 +40,5 @@ def report(
         table = {"model": ref.name, "gpu": gpu, "gpu_bytes": gpus.memory_bytes}
         table["kv_layout"] = g.kv_modelled
         return ref.name, json.dumps({**table, "rows": capacity.as_json(rows)}, indent=2)
-    head = capacity.describe(ref.name, g, gpus, budget)
+    head = capacity.describe(ref.name, g, gpus, budget, context)
     return ref.name, head + "\n" + capacity.render(rows, users, context, gpus)

@@ -4,8 +4,10 @@ nodes, the executor, how many users it holds, and why — decided here, once: `m
 
 vLLM's guidance for a model larger than a node: TP = the node's GPUs and one pipeline stage per
 node, on the Ray executor. TP: a size vLLM accepts for the heads and KV heads (parallel.py).
-Per GPU, the room for KV = utilization × memory − overhead (activations, CUDA graphs, NCCL
-buffers) − weights / (TP × PP); a sequence's KV is split across TP ranks (KV heads, replicated
+Per GPU, the room for KV = utilization × memory − vLLM's engine (its profile's activation peak,
+CUDA graphs and non-torch memory: engine_memory.py) − weights / (TP × PP); a layout whose room
+is under one `context`-long request is one vLLM refuses at start-up, passed over with its
+reason. A sequence's KV is split across TP ranks (KV heads, replicated
 past their number; MLA's latent on every rank) and across stages (each holds its layers').
 A quantized model's TP must also keep its blocks and groups whole on each rank (layout.py);
 where a TP slices a MoE model's experts across them, expert parallel places whole experts
@@ -16,34 +18,59 @@ from dataclasses import dataclass, replace
 
 from pipeline.config.recipe import RecipeFile
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
-from pipeline.planning import kv_cache, layout, parallel
+from pipeline.planning import engine_memory, kv_cache, layout, parallel
+from pipeline.planning.engine_memory import Batch, EngineMemory
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import Inventory
 
 GIB = 2**30
-OVERHEAD_GIB = 2.0  # per GPU, beside the weights and the KV cache
 
 
 @dataclass(frozen=True)
 class Budget:
-    """What an engine may take of each GPU."""
+    """What an engine may take of each GPU, and the batch vLLM profiles it at."""
 
     utilization: float = GPU_MEMORY_UTILIZATION  # --gpu-memory-utilization
-    overhead_bytes: int = int(OVERHEAD_GIB * GIB)
+    overhead_bytes: int | None = None  # a flat allowance per GPU (None: vLLM's rule)
     scheduled: int | None = None  # max_num_batched_tokens (None: vLLM's default for the GPU)
+    max_num_seqs: int | None = None  # None: vLLM's default for the GPU
+    offline: bool = False  # `vllm.LLM`'s batch defaults, not `vllm serve`'s
 
-    def scheduled_on(self, gpus: Inventory) -> int:
-        return self.scheduled or gpus.scheduled_tokens
+    def batch_on(self, gpus: Inventory, max_model_len: int) -> Batch:
+        return engine_memory.batch(
+            gpus.name, gpus.memory_bytes, max_model_len, self.offline, self.scheduled,
+            self.max_num_seqs,
+        )  # fmt: skip
+
+    def scheduled_on(self, gpus: Inventory, max_model_len: int) -> int:
+        """max_num_batched_tokens: what a sliding window keeps beyond its window."""
+        return self.batch_on(gpus, max_model_len).tokens
+
+    def engine(
+        self, g: Geometry, gpus: Inventory, tp: int, pp: int, max_model_len: int, ep: bool = False
+    ) -> EngineMemory:
+        """vLLM's engine memory on one GPU of a TP × PP engine (or the flat allowance given)."""
+        if self.overhead_bytes is not None:
+            return engine_memory.flat(self.overhead_bytes)
+        return engine_memory.per_gpu(g, tp, pp, self.batch_on(gpus, max_model_len), ep)
 
 
 @dataclass(frozen=True)
 class Load:
-    """What one engine holds: its weights and `users` sequences of `context` tokens of KV."""
+    """What one engine holds: its weights and `users` sequences of `context` tokens of KV.
+    `max_model_len`: the context the engine is started with, where longer than the load's
+    (a serve sweep of short requests on an engine of 4,096): vLLM refuses it at start-up unless
+    one request of that length fits, and sizes its profile batch by it."""
 
     weights: int
     kv_dtype: str
     users: int
     context: int
+    max_model_len: int | None = None
+
+    @property
+    def longest(self) -> int:
+        return max(self.max_model_len or 0, self.context)
 
 
 @dataclass(frozen=True)
@@ -55,6 +82,8 @@ class Deployment:
     why: str
     expert_parallel: bool = False  # --enable-expert-parallel: whole experts on each rank
     refused: tuple[str, ...] = ()  # why vLLM would refuse the smaller layouts passed over
+    engine: EngineMemory | None = None  # per GPU, beside weights and KV (engine_memory.py)
+    short: str | None = None  # why vLLM refuses it at start-up: under one request's KV
 
     @property
     def gpus(self) -> int:
@@ -136,6 +165,7 @@ def fewest(
             if found.max_users >= load.users:
                 own = [passed_over(tp, s.reason)] if s.reason else []
                 return replace(found, refused=tuple(refused + own))
+            refused += [found.short] if found.short else []
     return None
 
 
@@ -153,10 +183,23 @@ def at(
     the same share where TP divides the expert count (128 at TP 8); where it does not (60 at
     TP 8: 8 for 7.5) the fullest rank's expert weights are undercounted by that ratio — not
     modelled: weights / (TP × PP) is kept."""
-    room = gpus.memory_bytes * budget.utilization - budget.overhead_bytes - load.weights / (tp * pp)
-    scheduled = budget.scheduled_on(gpus)
+    engine = budget.engine(g, gpus, tp, pp, load.longest, expert_parallel)
+    usable = engine_memory.usable_bytes(gpus.memory_bytes, budget.utilization)
+    room = usable - engine.total - load.weights / (tp * pp)
+    scheduled = budget.scheduled_on(gpus, load.longest)
     sequence = kv_cache.bytes_per_sequence(g, load.kv_dtype, load.context, scheduled, tp)
+    longest = kv_cache.bytes_per_sequence(g, load.kv_dtype, load.longest, scheduled, tp)
     users = int(room // (sequence / pp)) if room > 0 else 0
+    short = None
+    if 0 < room < longest / pp:  # vLLM: "… KV cache is needed, which is larger than …"
+        short = (
+            f"TP {tp}{f' × PP {pp}' if pp > 1 else ''}: {room / GIB:.2f} GiB of KV per GPU "
+            f"beside {load.weights / (tp * pp) / GIB:.1f} GiB of weights and "
+            f"{engine.total / GIB:.2f} GiB of vLLM's engine, under the "
+            f"{longest / pp / GIB:.2f} GiB one {load.longest:,}-token request needs: "
+            "vLLM refuses it at start-up"
+        )
+        users = 0  # however many shorter sequences the room would hold
     where = f"one node of {gpus.per_node}" if pp == 1 else f"{pp} nodes of {gpus.per_node}"
     why = (
         f"TP {tp}"
@@ -166,14 +209,16 @@ def at(
         f"{gpus.memory_bytes / GIB:.0f} GiB: {load.weights / GIB:.1f} GiB of weights and "
         f"{users:,} × {load.context:,} tokens of KV cache (at most)"
     )
-    return Deployment(tp, pp, users, int(max(room, 0) * tp * pp), why, expert_parallel)
+    room_bytes = int(max(room, 0) * tp * pp)
+    return Deployment(tp, pp, users, room_bytes, why, expert_parallel, (), engine, short)
 
 
-def per_gpu_bytes(g: Geometry, load: Load, tp: int, scheduled: int, overhead: int) -> int:
+def per_gpu_bytes(g: Geometry, load: Load, tp: int, scheduled: int, engine: int) -> int:
     """What one GPU of a TP-`tp` engine holds: its share of the weights, the load's KV cache
-    on its rank, and the engine's overhead."""
+    on its rank, and vLLM's engine memory (`engine`: engine_memory.py)."""
     sequence = kv_cache.bytes_per_sequence(g, load.kv_dtype, load.context, scheduled, tp)
-    return int(overhead + load.weights / tp + load.users * sequence)
+    longest = kv_cache.bytes_per_sequence(g, load.kv_dtype, load.longest, scheduled, tp)
+    return int(engine + load.weights / tp + max(load.users * sequence, longest))
 
 
 LAYOUT_TPS = (1, 2, 4, 8)  # the TPs an artifact records whether it loads at (one node)

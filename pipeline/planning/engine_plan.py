@@ -19,10 +19,15 @@ CPU_ENGINE_EXTRA = 2 * GIB  # vLLM's CPU engine beside its weights: 1 GiB KV poo
 
 @dataclass(frozen=True)
 class Traffic:
-    """What each engine is sized for: `users` sequences of `context` tokens."""
+    """What each engine is sized for: `users` sequences of `context` tokens; offline: a
+    `vllm.LLM` engine with max_num_seqs = users (eval), else `vllm serve`'s defaults."""
 
     users: int
     context: int
+    offline: bool = False
+
+    def budget(self) -> deployment.Budget:
+        return engines.llm_budget(self.users) if self.offline else engines.DEFAULT_BUDGET
 
 
 @dataclass
@@ -45,7 +50,7 @@ def on_this_host(
         ref = on_reference_gpus(g, weights, traffic, mine)
         try:
             load = deployment.Load(weights, "auto", traffic.users, traffic.context)
-            engine = engines.engine(g, load, visible, side, recipe=mine)
+            engine = engines.engine(g, load, visible, side, traffic.budget(), mine)
         except NotOnThisHost as e:
             found.refusals.append(str(e))
             found.engines[side] = {"refused": str(e), "on_gpus": ref}
@@ -53,6 +58,7 @@ def on_this_host(
         entry = {**engine.describe(), "on_gpus": ref}
         if visible:
             entry["weights_per_gpu_bytes"] = int(weights / engine.tensor_parallel_size)
+            entry |= _engine_memory(g, visible, engine.tensor_parallel_size, traffic)
         elif why := _cpu_refusal(side, weights, ref):
             found.refusals.append(why)
             entry |= {"cpu_ram_bytes": weights + CPU_ENGINE_EXTRA, "refused": why}
@@ -60,6 +66,13 @@ def on_this_host(
             entry["cpu_ram_bytes"] = weights + CPU_ENGINE_EXTRA
         found.engines[side] = entry
     return found
+
+
+def _engine_memory(g: Geometry, visible: list[str], tp: int, traffic: Traffic) -> dict:
+    """vLLM's engine memory per GPU of this host at `tp` (engine_memory.py)."""
+    node = gpus.this_node(visible)
+    found = traffic.budget().engine(g, node, tp, 1, traffic.context)
+    return {"engine_memory": found.record(), "engine_line": found.line()}
 
 
 def _cpu_refusal(side: str, weights: int, ref: dict) -> str | None:
@@ -81,13 +94,18 @@ def on_reference_gpus(
     (the quantized side's): a TP vLLM loads its artifact at, expert parallel where it must;
     the original (None) is never refused."""
     load = deployment.Load(weights, "auto", traffic.users, traffic.context)
-    found = deployment.fewest(g, load, gpus.named(REFERENCE_GPU), recipe=recipe)
+    reference = gpus.named(REFERENCE_GPU)
+    found = deployment.fewest(g, load, reference, traffic.budget(), recipe)
     if found is None:
         return {"gpu": REFERENCE_GPU, "tensor_parallel_size": None, "tp": None, "pp": None}
     tp, pp = found.tensor_parallel_size, found.pipeline_parallel_size
     placed = {"gpu": REFERENCE_GPU, "tensor_parallel_size": found.gpus, "tp": tp, "pp": pp}
+    if found.engine:
+        placed |= {"engine_memory": found.engine.record(), "engine_line": found.engine.line()}
     if found.expert_parallel:
-        placed |= {"expert_parallel": True, "refused": list(found.refused)}
+        placed["expert_parallel"] = True
+    if found.refused:  # why smaller or plain layouts would not start
+        placed["refused"] = list(found.refused)
     return placed
 
 

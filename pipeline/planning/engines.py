@@ -22,7 +22,13 @@ from pipeline.planning.gpus import GPUS_PER_NODE, MAX_NODES, Inventory, this_nod
 
 GIB = 2**30
 UTILIZATION = placement.UTILIZATION
-DEFAULT_BUDGET = Budget(UTILIZATION)
+DEFAULT_BUDGET = Budget(UTILIZATION)  # `vllm serve`'s batch defaults for the GPU
+
+
+def llm_budget(users: int) -> Budget:
+    """A `vllm.LLM` engine with max_num_seqs = `users` (eval's): vLLM's offline batch defaults,
+    the tokens clamped to users × max_model_len (engine_memory.batch)."""
+    return Budget(UTILIZATION, max_num_seqs=users, offline=True)
 
 
 @dataclass(frozen=True)
@@ -103,31 +109,35 @@ def serve_placement(
     tensor_parallel_size: int | None = None,
     utilization: float = UTILIZATION,
     pipeline_parallel_size: int = 1,
-    together: bool = True,
+    max_model_len: int | None = None,
 ) -> placement.Placement:
     """Each side of a paired serve on this process's GPUs: its TP from the planner (or the one
-    given for both), then where it runs and with which share (planning/placement.py)."""
+    given for both), then where it runs and with which share (planning/placement.py).
+    `max_model_len`: what the servers start with (one request of it must fit each side)."""
     lines = [g.line() for g in gpus]
     needs = []
     for side in sides:
-        load = Load(side.weights, side.kv_dtype, users, context)
+        load = Load(side.weights, side.kv_dtype, users, context, max_model_len)
         tp = (
             tensor_parallel_size
             or (  # the planner's only where none was given
                 engine(g, load, lines, side.label, Budget(utilization), side.recipe)
             ).tensor_parallel_size
         )
-        per_gpu = _per_gpu(g, side, gpus, users, context)
+        per_gpu = _per_gpu(g, gpus, load)
         needs.append(placement.Need(side.key, side.label, tp, per_gpu, pipeline_parallel_size))
-    return placement.place(needs, gpus, utilization, together)
+    return placement.place(needs, gpus, utilization)
 
 
-def _per_gpu(g: Geometry, side: ServeSide, gpus: list[Gpu], users: int, context: int):
+def _per_gpu(g: Geometry, gpus: list[Gpu], load: Load):
     node = this_node([g.line() for g in gpus])
-    scheduled = node.scheduled_tokens if node else 0
-    load, overhead = Load(side.weights, side.kv_dtype, users, context), Budget().overhead_bytes
+    budget = Budget()
 
     def at(tp: int) -> int:
-        return deployment.per_gpu_bytes(g, load, tp, scheduled, overhead)
+        if node is None:  # no GPU: nothing is placed by bytes
+            return deployment.per_gpu_bytes(g, load, tp, 0, 0)
+        engine = budget.engine(g, node, tp, 1, load.longest).total
+        scheduled = budget.scheduled_on(node, load.longest)
+        return deployment.per_gpu_bytes(g, load, tp, scheduled, engine)
 
     return at

@@ -5,6 +5,7 @@ a sliding window keeps beyond its window (vLLM's default max_num_batched_tokens 
 
 from pipeline.core.errors import UserError
 from pipeline.models import kv_layout
+from pipeline.planning import engine_memory
 from pipeline.planning.geometry import Geometry
 
 GIB = 2**30
@@ -14,12 +15,9 @@ CPU_SCHEDULED_TOKENS = 2_048  # vLLM 0.32's max_num_batched_tokens for `vllm ser
 
 def scheduled_tokens(gpu_name: str, gpu: int) -> int:
     """vLLM 0.32's default max_num_batched_tokens for `vllm serve` on this GPU (what a sliding
-    window keeps beyond its window): 16,384 from 160 GiB, 8,192 on H100/H200-class, else 2,048."""
-    if gpu >= 160 * GIB:
-        return 16_384
-    if gpu >= 70 * GIB and "a100" not in gpu_name.lower():
-        return 8_192
-    return 2_048
+    window keeps beyond its window): 16,384 from 160 GiB, 8,192 on H100/H200-class, else 2,048
+    (engine_memory.default_batch)."""
+    return engine_memory.default_batch(gpu_name, gpu)[0]
 
 
 def element_bytes(kv_dtype: str) -> int:

@@ -16,7 +16,8 @@ The modes, the first that holds:
   shared        both on the same GPUs at the larger TP, the memory split so that each holds
                 its weights and the benchmark's KV cache (equal halves where both fit in one)
   sequential    one after the other, each alone on the GPUs: the ratio is then unpaired
-(`alone` where the original comes from its cached reference: each side is up by itself.)
+(`alone`, made by the serve stage where the original comes from its cached reference: each side
+where a paired serve places it, only the artifact's server up.)
 A serve spanning nodes is refused: the pipeline starts its servers on this node.
 """
 
@@ -105,11 +106,8 @@ class Placement:
         return f"{self.mode}: " + "; ".join(s.describe() for s in self.sides) + f" — {self.reason}"
 
 
-def place(
-    needs: list[Need], gpus: list[Gpu], utilization: float = UTILIZATION, together: bool = True
-) -> Placement:
-    """Each side's GPUs and memory share (see the module's docstring for the rules).
-    together=False: the sides are never up at once (the original from its cached reference)."""
+def place(needs: list[Need], gpus: list[Gpu], utilization: float = UTILIZATION) -> Placement:
+    """Each side's GPUs and memory share (see the module's docstring for the rules)."""
     if not gpus:
         sides = tuple(SidePlace(n.key, n.label, (), 1, utilization) for n in needs)
         return Placement("cpu", sides, "no GPU visible: vLLM's CPU engines, side by side in RAM")
@@ -121,9 +119,6 @@ def place(
                 "a serve spanning nodes is not run by the pipeline (vLLM's Ray executor: "
                 "--distributed-executor-backend ray)"
             )
-    alone = tuple(_alone(n, gpus, utilization) for n in needs)
-    if not together:
-        return Placement("alone", alone, "each side served alone, at the full share")
     wanted = sum(n.gpu_count for n in needs)
     if wanted <= len(gpus):
         return _side_by_side(needs, gpus, utilization)
@@ -133,7 +128,7 @@ def place(
     tps = " + ".join(f"{n.label} {n.gpu_count}" for n in needs)
     return Placement(
         "sequential",
-        alone,
+        tuple(_alone(n, gpus, utilization) for n in needs),
         f"{tps} GPUs make {wanted}, {len(gpus)} visible, and the sides do not fit together on "
         f"{_tp(needs)} GPU(s) within {utilization:g} of each: served one after the other, "
         "the ratios unpaired",

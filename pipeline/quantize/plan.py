@@ -107,6 +107,7 @@ def build(
     cal_terms = memory.calibration_bytes(g, samples if needs_data else 0, seq, uses_gptq, on_gpu)
     cpu = memory.peak_cpu_bytes(params, artifact, route, on_gpu, cal_terms)
     model_free = route["path"] == "model-free"
+    gpu_peak = _device_peak(route, cpu, layer_bytes + hessians + acts, ["a GPU"])
     return {
         "model": model,
         "recipe": {
@@ -139,9 +140,11 @@ def build(
             "cpu_ram_peak_estimate": cpu["total"],
             "cpu_ram_terms": cpu["terms"],
             "device_peak_estimate": _device_peak(route, cpu, layer_bytes + hessians + acts, gpus),
+            "gpu_peak_estimate": gpu_peak,  # what one GPU would hold, on any host
         },
         "assumed": cpu["assumed"],
-        "fits_one_80gb_gpu": layer_bytes + hessians + acts < 80 * 10**9 * GPU_MEMORY_UTILIZATION,
+        "on_gpu": on_gpu,
+        "fits_one_80gb_gpu": gpu_peak < 80 * 10**9 * GPU_MEMORY_UTILIZATION,
     }
 
 
@@ -202,8 +205,7 @@ def render(plan: dict) -> str:
         f"~{mem['artifact_estimate'] / GIB:.1f} GiB artifact "
         f"({mem['artifact_estimate'] / mem['weights_bf16']:.2f}×)",
         f"memory       CPU RAM peak ~{mem['cpu_ram_peak_estimate'] / GIB:.1f} GiB; "
-        f"device peak ~{mem['device_peak_estimate'] / GIB:.1f} GiB "
-        f"(fits one 80 GB GPU: {'yes' if plan['fits_one_80gb_gpu'] else 'no'})",
+        + _device(plan),
         "  CPU RAM    "
         + " + ".join(f"{k} {v / GIB:.1f}" for k, v in mem["cpu_ram_terms"].items())
         + " GiB"
@@ -212,6 +214,20 @@ def render(plan: dict) -> str:
     if fit := plan.get("host_fit"):
         lines.append(f"this host    {'fits' if fit == 'fits' else 'would refuse (exit 4): ' + fit}")
     return "\n".join(lines)
+
+
+def _device(plan: dict) -> str:
+    """The GPU figure judged against a GPU; on a CPU host the CPU is the device, and what a GPU
+    host's device would hold is said as such (a CPU figure is never judged as a GPU's)."""
+    mem = plan["memory_bytes"]
+    fits = f"fits one 80 GB GPU: {'yes' if plan['fits_one_80gb_gpu'] else 'no'}"
+    gpu = mem.get("gpu_peak_estimate", mem["device_peak_estimate"])
+    if plan.get("on_gpu", True):
+        return f"device peak ~{mem['device_peak_estimate'] / GIB:.1f} GiB ({fits})"
+    return (
+        f"no GPU here (the CPU is the device); a GPU host's device peak ~{gpu / GIB:.1f} GiB "
+        f"({fits})"
+    )
 
 
 def _processes(plan: dict) -> str:

@@ -91,7 +91,9 @@ class SidePlacement(BaseModel):
 
 
 class Placement(BaseModel):
-    mode: str = Field(description="cpu | side-by-side | shared | sequential")
+    mode: str = Field(
+        description="cpu | side-by-side | shared | sequential | alone (the cached original)"
+    )
     reason: str
 
 

@@ -5,13 +5,18 @@ throughput under load — next to the original model measured the same way.
 
 By default the original is served beside the artifact and the two are benchmarked alternately
 (pipeline/serve/measure.py), so their ratios are paired; its measurement is also kept as a
-reference per (model, serve settings, vLLM version, host) in runs/<model>/original/serve/<key>/,
-which `--original cached` compares against instead (no second server; the ratio then carries
-whatever changed on the host in between). Results: runs/<model>/<recipe>/serve/<fingerprint>/
-results.json (pipeline/serve/results.py), the benchmark JSONs and logs beside it (the paired
-original's under original/), and the manifest's "serve" entry; each settings and host keep their
-own. A failed run leaves <fingerprint>.incomplete/ (results.json "complete": false) and a
-"failed" manifest entry.
+reference per (model, serve settings, vLLM version, host) and placement (TP, PP, GPU share) in
+runs/<model>/original/serve/<key>/<placement>/, which `--original cached` compares against
+instead (no second server; the ratio then carries whatever changed on the host in between).
+A cached run places both sides where a paired run on these GPUs would (an 8B on one H100: 0.45
+of it each, as when they share it), so that it finds the paired run's reference and its artifact is
+measured alike; a reference kept only under another placement (another share, TP or PP: another
+KV cache and throughput) is refused in one line that says what to run, never replaced silently.
+
+Results: runs/<model>/<recipe>/serve/<fingerprint>/results.json (pipeline/serve/results.py),
+the benchmark JSONs and logs beside it (the paired original's under original/), and the
+manifest's "serve" entry; each settings and host keep their own. A failed run leaves
+<fingerprint>.incomplete/ (results.json "complete": false) and a "failed" manifest entry.
 """
 
 import contextlib
@@ -44,6 +49,8 @@ from pipeline.serve.results import EngineFacts, Measurement, Predicted, ServeRes
 
 # not inputs of the measurement: where and how long to wait for the server
 NOT_INPUTS = {"startup_timeout_s"}
+# where the original runs, as placed: its reference's folder within the key (placement_name)
+PLACED = {"tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization"}
 
 
 @dataclass
@@ -82,9 +89,44 @@ class ServeStage(AfterQuantize):
         return original_settings(self.settings, self.placement)
 
     def original_key(self) -> str:
+        """The original's references for this model, settings and host: one folder, with one
+        folder inside per placement (reference_folder)."""
         # how many repeats, and whether paired, do not change what the reference is
-        settings = self.original_settings().model_dump(exclude=NOT_INPUTS | {"original", "repeats"})
+        left_out = NOT_INPUTS | PLACED | {"original", "repeats"}
+        settings = self.original_settings().model_dump(exclude=left_out)
         return sha256_json([self.quantize.model_identity, settings, _host_inputs()])[:16]
+
+    def reference_folder(self) -> Path:
+        """Where the original's reference under this placement is kept."""
+        placed = placement_name(self.original_settings(), self.placement.side("original"))
+        return self.original_root / self.original_key() / placed
+
+    def cached_reference(self) -> Path | None:
+        """The reference's results.json under this placement; None where there is none yet.
+        UserError where the original was kept under another placement only: its KV cache and
+        throughput are another share's, no baseline for this one."""
+        folder = self.reference_folder()
+        if (folder / "results.json").is_file():
+            return folder / "results.json"
+        kept = [
+            p
+            for p in sorted(folder.parent.glob("*/results.json"))
+            if not p.parent.name.startswith(".") and not p.parent.name.endswith(".incomplete")
+        ]
+        if not kept:
+            return None
+        found = Measurement.model_validate_json(kept[0].read_text())
+        raise UserError(
+            f"--original cached: the original's reference for these settings was measured "
+            f"{_where(found.placement, kept[0].parent.name)} ({kept[0].parent}), and a paired "
+            f"serve on these GPUs places it {self._where_now()}: another share, TP or PP holds "
+            "another KV cache and throughput. Run the same command with --original paired once "
+            "(its original becomes the reference at this placement)"
+        )
+
+    def _where_now(self) -> str:
+        placed = self.placement.side("original")
+        return _where(_record(placed), placement_name(self.original_settings(), placed))
 
     def original_side(self, out: Path, port: int | None = None) -> Side:
         name = f"{self.quantize.ref.name}-original"
@@ -93,20 +135,25 @@ class ServeStage(AfterQuantize):
                     port, gpus=placed.gpus, placement=_record(placed))  # fmt: skip
 
     def original(self) -> tuple[Measurement, bool]:
-        """The original's reference measurement, taken alone: (results, cached)."""
-        folder = self.original_root / self.original_key()
-        with waiting_lock(self.original_root / f".{folder.name}.lock"):
-            done = folder / "results.json"
-            if done.is_file():
+        """The original's reference measurement under this placement: (results, cached).
+        Where none was kept anywhere yet, it is measured alone first (said on the terminal)."""
+        folder = self.reference_folder()
+        with waiting_lock(folder.parent / f".{folder.name}.lock"):
+            if done := self.cached_reference():
                 return Measurement.model_validate_json(done.read_text()), True
+            print(
+                f"  no reference of the original yet: serving it alone first, "
+                f"{self._where_now()}, as a paired serve places it (kept for later runs)",
+                flush=True,
+            )
             with keep_incomplete(folder) as tmp:
                 results = measure([self.original_side(tmp, self.port)])["original"]
             return Measurement.model_validate(results), False
 
     def keep_reference(self, measured: Path) -> None:
         """A paired run's original becomes the reference where there is none yet."""
-        folder = self.original_root / self.original_key()
-        with waiting_lock(self.original_root / f".{folder.name}.lock"):
+        folder = self.reference_folder()
+        with waiting_lock(folder.parent / f".{folder.name}.lock"):
             if not (folder / "results.json").is_file():
                 with staging_dir(folder) as tmp:
                     shutil.copytree(measured, tmp, dirs_exist_ok=True)
@@ -121,7 +168,8 @@ class ServeStage(AfterQuantize):
         }
 
     def before_work(self) -> None:
-        pass
+        if self.settings.original == "cached":  # another placement's only: refused up front
+            self.cached_reference()
 
     def outputs(self, folder: str) -> dict[str, str]:
         return {"results": f"{folder}/results.json"}
@@ -334,7 +382,9 @@ def launches(
 def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Placement:
     """Where each side runs on the GPUs this process sees. Each side's TP comes from the
     planner for the sweep's largest concurrency × (input + output) tokens, unless the recipe
-    or the command line sets tensor_parallel_size (then both sides take it)."""
+    or the command line sets tensor_parallel_size (then both sides take it). With the cached
+    original, each side is placed as a paired run places it (the "alone" mode: only the
+    artifact's server starts), so that both sides compare at the same share and TP."""
 
     given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set | set(overrides)
     users, context = max(settings.concurrency), settings.input_len + settings.output_len
@@ -357,9 +407,16 @@ def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Place
         settings.tensor_parallel_size if given else None,
         settings.gpu_memory_utilization,
         settings.pipeline_parallel_size,
-        together=settings.original == "paired",
+        max_model_len=max_model_len_of(q.geometry, settings),  # what the servers start with
     )
-    return found
+    if settings.original == "paired" or found.mode == "cpu":
+        return found
+    return Placement(
+        "alone",
+        found.sides,
+        f"the original from its cached reference, the artifact served alone; each where a "
+        f"paired serve places it ({found.mode}), at the same share and TP",
+    )
 
 
 def _as_placed(settings: ServeSettings, placed: SidePlace) -> ServeSettings:
@@ -374,6 +431,27 @@ def _as_placed(settings: ServeSettings, placed: SidePlace) -> ServeSettings:
 
 def _record(placed: SidePlace) -> dict | None:
     return placed.record() if placed.gpus else None
+
+
+def placement_name(settings: ServeSettings, placed: SidePlace) -> str:
+    """A reference's folder within its key: the original's TP, PP and GPU share as placed
+    ("tp1-gpu0.45", "tp2-pp2-gpu0.9", "tp1-cpu": on a CPU the share means nothing)."""
+    tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+    name = f"tp{tp}" + (f"-pp{pp}" if pp > 1 else "")
+    return name + (f"-gpu{settings.gpu_memory_utilization:g}" if placed.gpus else "-cpu")
+
+
+def _where(placed, name: str) -> str:
+    """A side's placement in words, from its record (a dict or results' SidePlacement; None
+    on a CPU: then its folder's name, placement_name, says the TP)."""
+    if placed is None:
+        return f"in RAM ({name})"
+    p = placed if isinstance(placed, dict) else placed.model_dump()
+    gpus = p["gpus"]
+    return (
+        f"on GPU{'s' if len(gpus) > 1 else ''} {','.join(map(str, gpus))} at TP "
+        f"{p['tensor_parallel_size']} with {p['gpu_memory_utilization']:g} of each"
+    )
 
 
 def check_fit(

@@ -24,6 +24,10 @@ RANDOM_DRIFT = {"kl_mean": 0.41, "ppl_ratio": 1.9, "same_top_pct": 61.0}
 def main() -> int:
     module, args = sys.argv[1], sys.argv[2:]
     fail = os.environ.get("SIMULATE_FAIL")
+    if module == "pipeline.core.fork_guard_check":  # the guard caught the poisoned parent
+        print("  (CUDA was initialised in this process before the fork …)", file=sys.stderr)
+        print("result 1024")
+        return 0
     if module == "pipeline.models.realshape":
         if fail == "build":
             print("torch.OutOfMemoryError: CUDA out of memory (simulated)", file=sys.stderr)

@@ -53,7 +53,8 @@ def engine_for(
     config = json.loads((Path(model_dir) / "config.json").read_text())
     weights = tensor_bytes(Path(model_dir))
     load = Load(weights, "auto", users, context)
-    return engines.engine(geometry.of(config), load, gpus, Path(model_dir).name)
+    budget = engines.llm_budget(users)  # vllm.LLM's batch
+    return engines.engine(geometry.of(config), load, gpus, Path(model_dir).name, budget)
 
 
 def load(model_dir: Path, kv_cache_dtype: str = "auto", quantization: str | None = None) -> Handle:

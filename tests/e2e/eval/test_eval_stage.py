@@ -271,9 +271,10 @@ def test_fp8_weights_alone_drift_less_than_every_w4a16_recipe(evaluated, session
 
 
 def test_backends_agree_and_keep_their_own_results(tmp_path, session_runs, tiny_model):
-    """hf computes in float32 from the dequantized weights; vLLM in bfloat16 with its own FP8
-    kernels. bf16 rounds logits by ~2^-9 relative, which moves perplexity by well under 0.5%
-    and per-token KL by ~1e-5 here; a larger gap is a real kernel or loading difference.
+    """hf computes from the dequantized weights (float32 on a CPU host, bf16 on a GPU); vLLM in
+    bfloat16 with its own FP8 kernels. bf16 rounds logits by ~2^-9 relative, which moves
+    perplexity by well under 0.5% and per-token KL by ~1e-5 here; a larger gap is a real kernel
+    or loading difference.
     hf, then vllm, then hf again: the third is cached (each backend keeps its own result)."""
     from pipeline.core import serving_env
 
@@ -307,7 +308,12 @@ def test_backends_agree_and_keep_their_own_results(tmp_path, session_runs, tiny_
         assert g["prompts"] == g["floor"]["prompts"] == 32, backend
         assert g["mean_tokens_original"] == 256 and g["truncated_rate_original"] == 1.0, backend
         assert g["eos_rate_original"] == 0.0 and g["floor"]["mean_tokens_quantized"] == 256
-    assert got["hf"]["generation"]["floor"]["identical"] == 32  # float32: batching moves nothing
+    floor = got["hf"]["generation"]["floor"]["identical"]
+    if got["hf"]["dtype"] == "float32":  # a CPU host's hf: batching moves nothing
+        assert floor == 32
+    else:  # bf16 on a GPU: batch shapes may round a near-tie apart; no exact floor claimed
+        # (a real H200, 2026-12-04: gptq's floor 32/32; this fp8 recipe's was not measured)
+        assert 0 <= floor <= 32, got["hf"]["dtype"]
 
 
 def test_lm_eval_task_through_vllm_agrees_with_hf(quantized):

@@ -36,12 +36,18 @@ def test_llama3_70b_fp8_chain_on_this_cpu_host(capsys, monkeypatch, tmp_path):
     assert files["original (hub cache)"] == pytest.approx(141.1e9, rel=0.01)
     assert files["artifact"] == pytest.approx(72.7e9, rel=0.01)
     assert stages["quantize"]["cpu_ram_bytes"] < 10 * GIB  # model-free: shards, not the model
-    # with vLLM on 80 GB GPUs: the original on two, the FP8 artifact on one
+    # with vLLM on 80 GB GPUs: the original on two; the FP8 artifact's eval engine (vllm.LLM,
+    # 4 windows: ~1 GiB of engine memory) on one, its `vllm serve` (8,192 tokens profiled:
+    # 3.4 GiB) on two — on one, vLLM's engine leaves 0.23 GiB of KV, under 16 × 192 tokens'
     assert stages["eval"]["on_gpus"]["original"]["tensor_parallel_size"] == 2
     assert stages["eval"]["on_gpus"]["fp8"]["tensor_parallel_size"] == 1
     serve = stages["serve"]["engines"]
     assert serve["original"]["on_gpus"]["tensor_parallel_size"] == 2
-    assert serve["fp8"]["on_gpus"]["tensor_parallel_size"] == 1
+    fp8 = serve["fp8"]["on_gpus"]
+    assert fp8["tensor_parallel_size"] == 2
+    engine = fp8["engine_memory"]  # per GPU at TP 2, each part shown
+    assert engine["max_num_batched_tokens"] == 8192 and engine["max_num_seqs"] == 1024
+    assert engine["total_bytes"] == pytest.approx(2.66 * GIB, rel=0.02)
     # a 24 GiB CPU host can quantize it, but neither evaluate nor serve it: exit 4, named
     assert code == 4 and any("eval (hf, float32 on CPU)" in r for r in plan["refusals"])
     assert not (tmp_path / "runs").exists()

@@ -46,8 +46,7 @@ PARSE_ONLY = {  # parsed by the pipeline's parser, not run
 NOT_RUN = {
     "make test": "the suite itself, this test among it",
     "make setup": "builds both environments from the registries (minutes)",
-    "make gpu-wheels": "downloads 33 wheels from PyPI",
-    "bash pipeline/gpu_check_bare.sh": "needs a GPU machine (it says so, exit 2, elsewhere)",
+    "make gpu-bundle": "downloads the wheels from PyPI (tests/e2e/test_gpu_bundle.py makes one)",
     "cd /srv/quant-pipeline": "the crontab's own step, on the team's server",
     "git pull -q": "the crontab's own step, on the team's server",
 }

@@ -58,7 +58,9 @@ SERVE_CASES = {
 
 
 @pytest.mark.parametrize("case", list(SERVE_CASES))
-def test_bad_serve_input_is_one_line_exit_2(tmp_path, case):
+def test_bad_serve_input_is_one_line_exit_2(tmp_path, case, cpu_host_env):
+    """On a host that serves: a CPU host (the CUDA build where no GPU is visible refuses a serve
+    before it reads the settings, exit 4: tests/unit/serve/test_serving_env.py)."""
     from pipeline.core import serving_env
 
     if not serving_env.available():

@@ -98,7 +98,8 @@ def test_user_error_is_exit_2_with_a_json_outcome(capsys, tmp_path, monkeypatch)
     assert "unknown recipe 'nope'" in outcome.message and not any(tmp_path.iterdir())
 
 
-def test_host_refusal_is_exit_4(capsys, tmp_path, monkeypatch):
+def test_host_refusal_is_exit_4(capsys, tmp_path, monkeypatch, cpu_host_env):
+    """A CPU host's vLLM without the kernels (AVX2, no AMX)."""
     from pipeline.core import serving_env
 
     monkeypatch.setenv("RUNS_DIR", str(tmp_path))

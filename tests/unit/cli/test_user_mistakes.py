@@ -164,7 +164,11 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_mistake_is_one_line_exit_2_and_creates_nothing(case, tmp_path, monkeypatch, capsys):
+def test_a_mistake_is_one_line_exit_2_and_creates_nothing(
+    case, tmp_path, monkeypatch, capsys, cpu_host_env
+):
+    """On a host that serves: a CPU host (the CUDA build where no GPU is visible refuses a serve
+    before it reads the settings, exit 4)."""
     argv, message = CASES[case]
     runs = tmp_path / "runs"
     monkeypatch.setenv("RUNS_DIR", str(runs))

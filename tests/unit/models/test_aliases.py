@@ -83,3 +83,20 @@ def test_plan_for_llama3_70b_gptq_fits_one_80gb_gpu_with_sequential_onloading():
     # W4A16: 4-bit Linears + bf16 embeddings / lm_head ≈ 0.28 of bf16
     assert 0.25 < mem["artifact_estimate"] / mem["weights_bf16"] < 0.32
     assert mem["device_peak_estimate"] < 80e9 and plan["fits_one_80gb_gpu"]
+
+
+def test_a_cpu_hosts_plan_never_judges_its_cpu_figure_as_a_gpus():
+    """On a CPU host the 70B GPTQ holds ~370 GiB of CPU RAM; the 80 GB verdict is about what one
+    GPU would hold (one layer's working set), and the line says which figure is which."""
+    config = models.load_config(models.resolve("llama3-70b"))
+    cal = {"dataset": "python-docs", "split": "calibration", "samples": 512, "max_seq_length": 2048}
+    g = geometry.of(config)
+    cpu = quantize_plan.build(recipe.load("gptq"), g, {"name": "llama3-70b"}, cal, gpus=[])
+    gpu = quantize_plan.build(recipe.load("gptq"), g, {"name": "llama3-70b"}, cal, gpus=["H100"])
+    mem = cpu["memory_bytes"]
+    assert mem["device_peak_estimate"] == mem["cpu_ram_peak_estimate"] > 300 * 2**30
+    assert mem["gpu_peak_estimate"] == gpu["memory_bytes"]["device_peak_estimate"] < 80e9
+    line = next(x for x in quantize_plan.render(cpu).splitlines() if x.startswith("memory"))
+    gib = mem["gpu_peak_estimate"] / 2**30
+    assert f"no GPU here (the CPU is the device); a GPU host's device peak ~{gib:.1f} GiB" in line
+    assert line.count("fits one 80 GB GPU: yes") == 1 and "device peak ~369" not in line

@@ -10,6 +10,7 @@ from pipeline.core.outcome import Outcome, StageOutcome, overall
 from pipeline.core.stage_plan import Options
 from pipeline.nightly import cell, matrix
 from pipeline.quantize.stage import QuantizeStage
+from tests.conftest import as_cpu_host
 
 AVX2_HOST = {"w4a16": False, "fp8_kv_cache": False}
 
@@ -26,8 +27,9 @@ def _classes(verdict: dict) -> tuple:
     return verdict["status"], {k: v.split(":")[0] for k, v in verdict["stages"].items()}
 
 
-def _skipped_serve(monkeypatch, reword: str | None) -> StageOutcome:
-    """The real flow preparing serve for a W4A16 recipe on a host without the kernel."""
+def _skipped_serve(monkeypatch, reword: str | None, tmp_path) -> StageOutcome:
+    """The real flow preparing serve for a W4A16 recipe on a CPU host without the kernel."""
+    as_cpu_host(monkeypatch, tmp_path / "serve-cpu")
     monkeypatch.setattr(serving_env, "available", lambda: True)
     monkeypatch.setattr(serving_env, "capabilities", lambda: AVX2_HOST)
     if reword:
@@ -44,7 +46,7 @@ def _skipped_serve(monkeypatch, reword: str | None) -> StageOutcome:
 
 
 @pytest.mark.parametrize("reword", ["Ce GPU-là n'existe pas ici.", "kernels: none, sorry"])
-def test_rewording_messages_changes_no_verdict(monkeypatch, reword):
+def test_rewording_messages_changes_no_verdict(monkeypatch, reword, tmp_path):
     done = StageOutcome(stage="quantize", status="cached")
 
     def verdicts(serve: StageOutcome, gate_message: str, error_message: str):
@@ -61,10 +63,10 @@ def test_rewording_messages_changes_no_verdict(monkeypatch, reword):
         ]
 
     original = verdicts(
-        _skipped_serve(monkeypatch, None), "eval gate failed: max_mean_kl", "vLLM died"
+        _skipped_serve(monkeypatch, None, tmp_path), "eval gate failed: max_mean_kl", "vLLM died"
     )
     monkeypatch.undo()
-    reworded = verdicts(_skipped_serve(monkeypatch, reword), reword, reword)
+    reworded = verdicts(_skipped_serve(monkeypatch, reword, tmp_path), reword, reword)
     assert (
         original
         == reworded
@@ -76,13 +78,14 @@ def test_rewording_messages_changes_no_verdict(monkeypatch, reword):
     )
 
 
-def test_the_real_refusal_is_classed_unsupported(monkeypatch):
-    skipped = _skipped_serve(monkeypatch, None)
+def test_the_real_refusal_is_classed_unsupported(monkeypatch, tmp_path):
+    skipped = _skipped_serve(monkeypatch, None, tmp_path)
     assert skipped.status == "unsupported" and skipped.reason == "unsupported"
     assert "W4A16" in skipped.message
 
 
-def test_without_skip_unsupported_the_refusal_ends_the_command(monkeypatch):
+def test_without_skip_unsupported_the_refusal_ends_the_command(monkeypatch, tmp_path):
+    as_cpu_host(monkeypatch, tmp_path / "serve-cpu")
     monkeypatch.setattr(serving_env, "available", lambda: True)
     monkeypatch.setattr(serving_env, "capabilities", lambda: AVX2_HOST)
     q = QuantizeStage.prepare("tiny-llama", "gptq")

@@ -63,14 +63,16 @@ def test_the_original_is_never_refused_nor_put_on_expert_parallel(capsys):
 
 
 def test_llama3_70b_fp8_plan_is_unchanged(capsys):
-    """No experts, channel-wise FP8: every TP loads; the same layouts as before the rule."""
+    """No experts, channel-wise FP8: every TP loads; the same layouts as before the layout rule
+    (the users, and the original's FP8-KV stages, from vLLM's engine memory on an L40S —
+    2,048 tokens profiled, 0.9-1.2 GiB a GPU — where a flat 2 GiB was kept before)."""
     rows = _plan_json(capsys, "llama3-70b", "fp8")
     shapes = {(r["recipe"], r["kv_dtype"]): (r["tp"], r["pp"], r["max_users"]) for r in rows}
     assert shapes == {
-        ("original", "auto"): (8, 4, 450),
-        ("original", "fp8"): (8, 3, 649),
-        ("fp8", "auto"): (8, 4, 476),
-        ("fp8", "fp8"): (8, 2, 449),
+        ("original", "auto"): (8, 4, 459),
+        ("original", "fp8"): (8, 2, 402),
+        ("fp8", "auto"): (8, 4, 485),
+        ("fp8", "fp8"): (8, 2, 454),
     }
     assert not any(r["expert_parallel"] or r["refused"] for r in rows)
     assert main(["plan", "--model", "llama3-70b", "--recipe", "fp8", *ACCEPTANCE]) == 0

@@ -13,6 +13,9 @@ from pipeline.planning.weights import artifact_bytes
 H100 = "NVIDIA H100 80GB HBM3, 81559 MiB"
 
 
+EVAL = engines.llm_budget(4)  # the eval backend's vllm.LLM: max_num_seqs 4
+
+
 def _weights(name: str, config: dict) -> int:
     if name == "original":
         return architecture.total_params(config) * 2
@@ -24,18 +27,21 @@ def _weights(name: str, config: dict) -> int:
     [(1, None, 1, 1), (2, 2, 1, 1), (4, 2, 1, 1), (8, 2, 1, 1)],
 )
 def test_llama3_70b_eval_engines_per_gpu_count(gpus, original_tp, fp8_tp, w4a16_tp):
-    """141 GB of bf16 weights need two 80 GB GPUs (0.9 × 79.6 GiB − 2 GiB overhead = 69.7 GiB
-    per GPU), the 72.7 GB FP8 artifact and the ~40 GB W4A16 one fit one. Eval windows: 4 × 513
-    tokens of KV cache (320 KiB a token), which changes nothing here."""
+    """141 GB of bf16 weights need two 80 GB GPUs (0.9 × 79.19 GiB = 71.3 GiB per GPU), the
+    72.7 GB FP8 artifact and the ~40 GB W4A16 one fit one: eval's `vllm.LLM` engine profiles
+    4 × 513 = 2,052 tokens (max_num_seqs 4), ~1.0 GiB of engine memory beside 67.7 GiB of FP8
+    weights, and its windows' KV (4 × 513 tokens, 320 KiB a token) fits the rest."""
     config = aliases.load_config(aliases.resolve("llama3-70b"))
     host = [H100] * gpus
     for name, tp in (("original", original_tp), ("fp8", fp8_tp), ("gptq", w4a16_tp)):
         weights = _weights(name, config)
         if tp is None:
             with pytest.raises(NotOnThisHost, match=r"need 2 GPUs of 80 GiB .* this host has 1"):
-                engines.engine(geometry.of(config), Load(weights, "auto", 4, 513), host, name)
+                engines.engine(geometry.of(config), Load(weights, "auto", 4, 513), host, name, EVAL)
             continue
-        engine = engines.engine(geometry.of(config), Load(weights, "auto", 4, 513), host, name)
+        engine = engines.engine(
+            geometry.of(config), Load(weights, "auto", 4, 513), host, name, EVAL
+        )
         assert engine.tensor_parallel_size == tp, name
         kwargs = engine.vllm_kwargs()
         assert kwargs == {

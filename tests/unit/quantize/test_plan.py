@@ -93,22 +93,22 @@ def test_artifact_bytes_count_each_scale(tmp_path, scheme, weight_bytes, scales)
     assert weights.artifact_bytes(recipe.load(str(path)), geometry.of(CONFIG)) == expected
 
 
-def test_the_dry_run_says_how_a_distributed_quantize_runs(tmp_path):
+@pytest.mark.parametrize("machine", ["none", "h200x1", "h100x8"])
+def test_the_dry_run_says_how_a_distributed_quantize_runs(tmp_path, monkeypatch, machine):
+    """On a host without GPUs, on one H200 and on eight H100s (the stand-in nvidia-smi, whatever
+    this host has): two processes need two GPUs where there are GPUs."""
     from tests.conftest import cli
+    from tests.unit.core.test_devices import standin
 
-    result = cli(
-        "quantize",
-        "--model",
-        "llama3-70b",
-        "--recipe",
-        "gptq",
-        "--dry-run",
-        "--nproc",
-        "2",
-        runs=tmp_path,
-    )
-    assert result.returncode in (0, 4), result.stderr  # 4: this host refuses; plan printed
-    assert "2 processes under torchrun (one GPU each on GPU hosts)" in result.stdout
+    standin(monkeypatch, machine)
+    argv = ["quantize", "--model", "llama3-70b", "--recipe", "gptq", "--dry-run", "--nproc", "2"]
+    result = cli(*argv, runs=tmp_path)
+    if machine == "h200x1":
+        assert result.returncode == 2 and not result.stdout, result.stderr
+        assert result.stderr.strip() == "error: --nproc 2: this host has 1 GPU(s), one per process"
+    else:
+        assert result.returncode in (0, 4), result.stderr  # 4: this host's RAM; plan printed
+        assert "2 processes under torchrun (one GPU each on GPU hosts)" in result.stdout
     assert not (tmp_path / "llama3-70b").exists()
 
 
