@@ -18,7 +18,8 @@ what reads the build reads the stamp). Two hosts, two workers each, as `make tes
    the serving env's build stamp is covered by step 1). A unit test marked `gpu` would skip in
    step 1 and not be recorded (there is none). --all runs all of tests/unit here too.
 
-Exit 0 when both pass. The seconds each step took are printed (CI's log keeps them).
+Exit 0 when both pass and no process a test started is still running after its step (named,
+then killed). The seconds each step took are printed (CI's log keeps them).
 """
 
 import os
@@ -47,6 +48,21 @@ def touched(log: Path) -> list[str]:
     return sorted(i for i in ids if (REPO / i.split("::", 1)[0]).is_file())
 
 
+def left_behind(mark: str) -> list[str]:
+    """Processes still running that inherited this step's STANDIN_STEP (anything a test started
+    and did not end: on a GPU host, a process holding GPU memory), killed after being named."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if f"STANDIN_STEP={mark}".encode() not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            found.append(f"{proc.name} {(proc / 'cmdline').read_bytes()[:120]!r}")
+            os.kill(int(proc.name), 9)
+        except (OSError, ValueError):
+            continue  # ended meanwhile, or not ours to read
+    return found
+
+
 def main(argv: list[str]) -> int:
     run_all = "--all" in argv
     extra = [a for a in argv if a != "--all"]
@@ -71,11 +87,13 @@ def main(argv: list[str]) -> int:
             files = sorted({p.split("::", 1)[0] for p in paths})
             tests = "" if paths == ["tests/unit"] else f" ({len(paths)} tests)"
             print(f"test-gpu-hosts: {label}{tests}: {' '.join(files)}", flush=True)
-            start = time.monotonic()
-            code = _pytest(paths, base | env, extra)
+            start, mark = time.monotonic(), f"{label}-{os.getpid()}-{time.time_ns()}"
+            code = _pytest(paths, base | env | {"STANDIN_STEP": mark}, extra)
             print(f"test-gpu-hosts: {label}: exit {code} in {time.monotonic() - start:.0f} s",
                   flush=True)  # fmt: skip
-            if code:
+            if left := left_behind(mark):
+                print(f"test-gpu-hosts: {label}: left running after the tests: {left}")
+            if code or left:
                 failed.append(label)
     if failed:
         print(f"test-gpu-hosts: failed: {'; '.join(failed)}", file=sys.stderr)

@@ -20,7 +20,7 @@ import traceback
 
 from pipeline.cli import commands, common_flags, help_texts
 from pipeline.cli.help_texts import EXIT_CODES_HELP
-from pipeline.core import procs, secrets
+from pipeline.core import paths, procs, secrets
 from pipeline.core.errors import PipelineError, debugging
 from pipeline.core.outcome import Outcome
 
@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "db", None):
         secrets.remember(args.db)  # masked by value in every message from now on
     try:
+        paths.runs_url()  # RUNS_DIR's form, before any command and any work (exit 2 or 4)
         with out:
             outcome = args.func(args)
     except PipelineError as e:

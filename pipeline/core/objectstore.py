@@ -1,5 +1,6 @@
-"""Run folders in object storage: RUNS_DIR=s3://bucket/prefix (any fsspec URL; S3 through s3fs,
-credentials and endpoint as boto reads them: AWS_* variables, ~/.aws).
+"""Run folders in object storage: RUNS_DIR=s3://bucket/prefix (an object store fsspec writes,
+paths.STORES; S3 through s3fs, credentials and endpoint as boto reads them: AWS_* variables,
+~/.aws).
 
 Stages work in a local mirror of each run folder (under the cache: mirror_root). The store
 holds a folder by content, as git, DVC, huggingface_hub and OCI registries do:

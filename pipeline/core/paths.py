@@ -26,33 +26,72 @@ def runs_root() -> Path:
 
 
 def runs_url() -> str | None:
-    """RUNS_DIR when it names object storage (scheme://…), else None. A value meant as a URL
-    but not one (`s3:/bucket/x`, `S3://…`, no bucket) is refused here, where every reader of
-    RUNS_DIR passes before any work (exit 2); a scheme whose package this host lacks, exit 4."""
+    """RUNS_DIR when it names object storage (scheme://…), else None. Checked strictly, once,
+    by the command line before any command runs (exit 2, one line naming RUNS_DIR): whitespace
+    around it or a control character in it, a URL that lost its `:` or a slash (`s3//b/x`,
+    `s3:/b/x`), a scheme that cannot hold run folders (`http://`, `file://`) or is spelled in
+    capitals, no bucket (`s3:///x`), an S3 bucket name S3 refuses, an empty, `.` or `..` folder
+    in the prefix, a query, a fragment or credentials in the URL; a store whose package this
+    host lacks, exit 4."""
     return _checked(os.environ.get("RUNS_DIR") or "")
+
+
+# Object stores run folders can live in besides a folder, each written through its fsspec
+# package (s3fs, gcsfs, adlfs). Not http(s):// (fsspec reads it, never writes), memory:// (gone
+# with the process), file:// (a folder is given as its path), nor fsspec's wrappers (zip://).
+STORES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss")
+# S3's rule for every bucket made since 2018 (botocore's own check, handlers.VALID_BUCKET,
+# still lets through the older names: capitals, `_`, 255 characters)
+_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_S3_RULE = "3–63 lowercase letters, digits, dots and hyphens, a letter or digit at each end"
+_IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 
 @functools.cache
 def _checked(found: str) -> str | None:
+    shown = secrets.url(found)
+    if found != found.strip() or not found.isprintable():
+        raise UserError(
+            f"RUNS_DIR={shown!r}: whitespace around it or a control character in it (a copied "
+            "line break?): give the folder or s3://bucket/prefix alone"
+        )
     scheme, sep, rest = found.partition("://")
     if not sep:
-        if (near := re.match(r"([A-Za-z][A-Za-z0-9+.-]+):", found)) and _known(near[1].lower()):
-            raise UserError(
-                f"RUNS_DIR={secrets.url(found)}: not a URL ({near[1].lower()}://bucket/prefix)"
-            )
+        near = re.match(r"([A-Za-z][A-Za-z0-9+.-]+)(:|//)", found)  # s3:/b/x, s3//b/x
+        if near and ((meant := near[1].lower()) in STORES or _known(meant)):
+            url = f"{meant if meant in STORES else 's3'}://bucket/prefix"
+            raise UserError(f"RUNS_DIR={shown}: not a URL ({url}) nor a folder")
         return None  # a folder
-    shown = secrets.url(found)
-    if not _known(scheme):
-        if _known(scheme.lower()):
+    if scheme not in STORES:
+        if scheme.lower() in STORES:
             raise UserError(
                 f"RUNS_DIR={shown}: the scheme is spelled {scheme.lower()}:// (lowercase)"
             )
-        raise UserError(f"RUNS_DIR={shown}: {scheme}:// is no storage fsspec knows "
-                        "(s3://bucket/prefix, or a folder)")  # fmt: skip
-    if not rest.strip("/"):
-        raise UserError(f"RUNS_DIR={shown}: no bucket ({scheme}://bucket/prefix)")
+        stores = ", ".join(f"{s}://" for s in STORES)
+        raise UserError(f"RUNS_DIR={shown}: {scheme}:// cannot hold run folders: give a folder "
+                        f"or an object store's bucket/prefix ({stores})")  # fmt: skip
+    if why := _not_a_root(scheme, rest):
+        raise UserError(f"RUNS_DIR={shown}: {why}")
     _importable(scheme, shown)
-    return found.rstrip("/")
+    return found.removesuffix("/")
+
+
+def _not_a_root(scheme: str, rest: str) -> str | None:
+    """What makes `scheme://rest` no bucket and prefix (None: it is one)."""
+    if "?" in rest or "#" in rest:
+        return f"a query or fragment (?…, #…) names no folder ({scheme}://bucket/prefix)"
+    bucket, sep, prefix = rest.removesuffix("/").partition("/")
+    if "@" in bucket:
+        return "credentials belong in the environment (AWS_*, ~/.aws), not in RUNS_DIR"
+    if not bucket:
+        return f"no bucket ({scheme}://bucket/prefix)"
+    if scheme in ("s3", "s3a") and not (
+        _S3_BUCKET.fullmatch(bucket) and ".." not in bucket and not _IPV4.fullmatch(bucket)
+    ):
+        return f"{bucket} is no S3 bucket name ({_S3_RULE}, no '..', not an IP address)"
+    if sep and any(part in ("", ".", "..") for part in prefix.split("/")):
+        return f"an empty, . or .. folder in the prefix {prefix!r}"
+    return None
 
 
 def _known(scheme: str) -> bool:

@@ -10,6 +10,8 @@ throughput  the quantized / original ratio of output tokens/s (and TTFT) worse b
             error of their paired repeats, also by more than `quality_sigma` combined SE: a run
             whose own repeats disagree that much has not measured a change
 memory      the checkpoint grew by more than `memory_band`, relative
+not finite  any of these NaN or ±inf where it was finite (a measurement that broke); one that
+            was not finite is not compared: finite again is no regression
 Absolute tokens/s are stored and plotted but not gated: they follow the host.
 
 A quality metric with a noise floor (a `<name>.floor` metric of the run, kind "floor": what the
@@ -28,6 +30,7 @@ from pipeline.nightly.matrix import Thresholds
 from pipeline.nightly.store import Metric
 
 GATED_THROUGHPUT = ("_ratio",)  # metric name suffixes compared for throughput
+NOT_FINITE = "not finite"  # the limit of a gated figure that turned NaN or ±inf
 
 
 @dataclass(frozen=True)
@@ -45,34 +48,63 @@ def compare(now: dict[str, Metric], before: dict[str, Metric], t: Thresholds) ->
     found = []
     for name, m in sorted(now.items()):
         b = before.get(name)
-        if b is None:
-            continue
-        sign = 1 if m.better == "lower" else -1
-        worse_by = sign * (m.value - b.value)  # > 0: worse
-        if worse_by <= 0:
-            continue
-        if m.kind == "quality":
-            se = math.hypot(m.se or 0.0, b.se or 0.0)
-            floor = now.get(f"{name}.floor")
-            if floor is not None and worse_by <= floor.value:
-                continue  # within what the measurement drifts by itself
-            if se > 0 and worse_by > t.quality_sigma * se:
-                found.append(
-                    Finding(name, b.value, m.value, f"> {t.quality_sigma:g} SE ({se:.2g})")
-                )
-            elif se == 0 and worse_by > 0:
-                found.append(Finding(name, b.value, m.value, "changed, no standard error"))
-        elif m.kind == "throughput" and name.endswith(GATED_THROUGHPUT):
-            se = math.hypot(m.se, b.se) if m.se is not None and b.se is not None else 0.0
-            if b.value and worse_by / abs(b.value) > t.throughput_band:
-                if worse_by > t.quality_sigma * se:
-                    limit = f"> {t.throughput_band:.0%} noise band"
-                    limit += f" and {t.quality_sigma:g} SE ({se:.2g})" if se else ""
-                    found.append(Finding(name, b.value, m.value, limit))
-        elif m.kind == "memory" and name == "checkpoint_bytes":
-            if b.value and worse_by / b.value > t.memory_band:
-                found.append(Finding(name, b.value, m.value, f"> {t.memory_band:.0%} growth"))
+        if b is not None and (limit := _worse(name, m, b, now, t)):
+            found.append(Finding(name, b.value, m.value, limit))
     return found
+
+
+def _worse(name: str, m: Metric, b: Metric, now: dict[str, Metric], t: Thresholds) -> str | None:
+    """What `m` is worse than `b` by (the finding's limit), or None. A gated figure that was
+    finite and is now NaN or ±inf is a regression of its own, NOT_FINITE: NaN compares false
+    with every limit, so no band would catch it. One that was not finite has nothing to be
+    worse than: finite again is a recovery, still not finite is not news."""
+    gated = (
+        m.kind == "quality"
+        or (m.kind == "throughput" and name.endswith(GATED_THROUGHPUT))
+        or (m.kind == "memory" and name == "checkpoint_bytes")
+    )
+    if not gated or not math.isfinite(b.value):
+        return None
+    if not math.isfinite(m.value):
+        return NOT_FINITE
+    sign = 1 if m.better == "lower" else -1
+    worse_by = sign * (m.value - b.value)  # > 0: worse
+    if worse_by <= 0:
+        return None
+    if m.kind == "quality":
+        return _quality(worse_by, m, b, now.get(f"{name}.floor"), t)
+    if m.kind == "throughput":
+        return _throughput(worse_by, m, b, t)
+    if b.value and worse_by / b.value > t.memory_band:
+        return f"> {t.memory_band:.0%} growth"
+    return None
+
+
+def _quality(
+    worse_by: float, m: Metric, b: Metric, floor: Metric | None, t: Thresholds
+) -> str | None:
+    se = math.hypot(_se(m), _se(b))
+    if floor is not None and worse_by <= floor.value:
+        return None  # within what the measurement drifts by itself
+    if se > 0 and worse_by > t.quality_sigma * se:
+        return f"> {t.quality_sigma:g} SE ({se:.2g})"
+    return "changed, no standard error" if se == 0 else None
+
+
+def _throughput(worse_by: float, m: Metric, b: Metric, t: Thresholds) -> str | None:
+    se = math.hypot(_se(m), _se(b)) if m.se is not None and b.se is not None else 0.0
+    if not b.value or worse_by / abs(b.value) <= t.throughput_band:
+        return None
+    if worse_by <= t.quality_sigma * se:
+        return None  # within the runs' own scatter
+    limit = f"> {t.throughput_band:.0%} noise band"
+    return limit + (f" and {t.quality_sigma:g} SE ({se:.2g})" if se else "")
+
+
+def _se(m: Metric) -> float:
+    """A standard error to judge by: a missing or non-finite one is none (a NaN would make every
+    comparison false and hide the change it should bound)."""
+    return m.se if m.se is not None and math.isfinite(m.se) else 0.0
 
 
 def floor_metrics(results, metric) -> list:

@@ -10,19 +10,27 @@ from the results store:
 
 and, per cell, its drift against the eval's own noise floor and each task's paired change
 (flips, against the original's own flips at another batch size).
+
+A figure that is NaN or ±inf (a measurement that broke: regress.py calls it a regression) is
+no point matplotlib can place: the plots leave it out, a non-finite SE draws no error bar, and
+both are said under the plot and in the report ("not plotted (not finite): …").
 """
 
 import datetime as dt
 import html
+import math
 import sys
+import textwrap
 from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 from pipeline.core import secrets
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir
 from pipeline.eval.floor import times
 from pipeline.nightly import matrix, night
+from pipeline.nightly.store import Metric
 
 MIB = 2**20
 STYLE = (
@@ -62,11 +70,14 @@ def write(db: str | None, out_root: Path, matrix_path: str | None = None) -> Pat
     day = latest["started"][:10]
     cells = _latest_cells(store, runs)
     with staging_dir(out_root / day) as tmp:
-        _pareto(cells, tmp / "pareto.png")
-        _cost(cells, tmp / "cost.png")
-        _throughput(cells, tmp / "throughput.png")
-        _history(history, runs, tmp / "history.png")
+        left = [
+            *_pareto(cells, tmp / "pareto.png"),
+            *_cost(cells, tmp / "cost.png"),
+            *_throughput(cells, tmp / "throughput.png"),
+            *_history(history, runs, tmp / "history.png"),
+        ]
         table = night.render(rows) + "\n\n" + floors(cells)
+        table += f"\n\n{_left_out(left)}" if left else ""
         (tmp / "summary.md").write_text(_markdown(latest, runs, table))
         (tmp / "index.html").write_text(_html(latest, runs, table))
     return out_root / day
@@ -113,18 +124,21 @@ def floors(cells: list[dict]) -> str:
     return "\n".join(lines) if len(lines) > 1 else lines[0] + ": none recorded"
 
 
-def _pareto(rows: list[dict], path: Path) -> None:
+def _pareto(rows: list[dict], path: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    points, originals = [], {}
+    points, originals, left = [], {}, []
     for r in rows:
-        m = r["metrics"]
-        if "original_bytes" in m:
+        m, where = r["metrics"], f"pareto {r['model']} × {r['cell']}"
+        if "original_bytes" in m and _finite(left, where, m["original_bytes"]):
             originals[r["model"]] = m["original_bytes"].value / MIB
         if "kl_mean" in m and "checkpoint_bytes" in m:
-            x, kl = m["checkpoint_bytes"].value / MIB, m["kl_mean"]
-            _point(ax, x, kl.value, kl.se, f"{r['model']} × {r['cell']}")
+            kl = m["kl_mean"]
+            if not _finite(left, where, kl, m["checkpoint_bytes"]):
+                continue
+            x = m["checkpoint_bytes"].value / MIB
+            _point(ax, x, kl.value, _bar(left, where, kl), f"{r['model']} × {r['cell']}")
             points.append((x, kl.value))
     for model, x in originals.items():
         _point(ax, x, 0.0, None, f"{model} original", marker="s")
@@ -137,36 +151,40 @@ def _pareto(rows: list[dict], path: Path) -> None:
     _kl_axis(ax, [y for _, y in points], "y")
     ax.set_title("Quality drift vs weight memory (lower-left is better)")
     ax.grid(alpha=0.3)
-    _save(fig, path)
+    return _save(fig, path, left)
 
 
-def _cost(rows: list[dict], path: Path) -> None:
+def _cost(rows: list[dict], path: Path) -> list[str]:
     """$ per 1M output tokens at the highest concurrency each cell served, vs its mean KL."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    kls, originals = [], {}
+    kls, originals, left = [], {}, []
     for r in rows:
         m, levels = r["metrics"], _levels(r["metrics"])
         top = max((c for c in levels if "usd_per_million" in levels[c]), default=None)
         if top is None or "kl_mean" not in m:
             continue
-        kl = m["kl_mean"]
-        _point(ax, kl.value, levels[top]["usd_per_million"], None,
-               f"{r['model']} × {r['cell']} (c={top})", xerr=kl.se)  # fmt: skip
+        kl, where = m["kl_mean"], f"cost {r['model']} × {r['cell']}"
+        usd = m[f"c{top}.usd_per_million"]
+        original = m.get(f"c{top}.original_usd_per_million")
+        if original is not None and _finite(left, where, original):
+            originals.setdefault(r["model"], (top, original.value))
+        if not _finite(left, where, kl, usd):
+            continue
+        _point(ax, kl.value, usd.value, None, f"{r['model']} × {r['cell']} (c={top})",
+               xerr=_bar(left, where, kl))  # fmt: skip
         kls.append(kl.value)
-        originals.setdefault(r["model"], (top, levels[top].get("original_usd_per_million")))
     for model, (top, usd) in originals.items():
-        if usd is not None:
-            _point(ax, 0.0, usd, None, f"{model} original (c={top})", marker="s")
-            kls.append(0.0)
+        _point(ax, 0.0, usd, None, f"{model} original (c={top})", marker="s")
+        kls.append(0.0)
     if not kls:
         ax.text(0.5, 0.5, "no served and evaluated cells", ha="center", transform=ax.transAxes)
     _kl_axis(ax, kls, "x")
     ax.set_ylabel("$ per 1M output tokens (measured)")
     ax.set_title("Cost vs quality drift (lower-left is better)")
     ax.grid(alpha=0.3)
-    _save(fig, path)
+    return _save(fig, path, left)
 
 
 def _point(ax, x, y, yerr, label: str, marker: str = "o", xerr=None) -> None:
@@ -194,31 +212,21 @@ def _frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def _throughput(rows: list[dict], path: Path) -> None:
+def _throughput(rows: list[dict], path: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    drawn = False
+    drawn, left = False, []
     for r in rows:
         levels = _levels(r["metrics"])
         if not levels:
             continue
-        cs = sorted(levels)
-        line = ax.plot(
-            cs,
-            [levels[c].get("output_tok_s", 0) for c in cs],
-            "o-",
-            label=f"{r['model']} × {r['cell']}",
-        )
+        where = f"throughput {r['model']} × {r['cell']}"
+        cs, tok_s = _line(left, where, levels, "output_tok_s")
+        line = ax.plot(cs, tok_s, "o-", label=f"{r['model']} × {r['cell']}")
         color = line[0].get_color()
-        ax.plot(
-            cs,
-            [levels[c].get("original_tok_s", 0) for c in cs],
-            "s--",
-            color=color,
-            alpha=0.5,
-            label=f"{r['model']} original",
-        )
+        cs, tok_s = _line(left, where, levels, "original_tok_s")
+        ax.plot(cs, tok_s, "s--", color=color, alpha=0.5, label=f"{r['model']} original")
         drawn = True
     ax.set_xscale("log", base=2)
     ax.set_xlabel("concurrent requests")
@@ -229,7 +237,15 @@ def _throughput(rows: list[dict], path: Path) -> None:
         ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "no served cells in this run", ha="center", transform=ax.transAxes)
-    _save(fig, path)
+    return _save(fig, path, left)
+
+
+def _line(left: list[str], where: str, levels: dict, what: str) -> tuple[list, list]:
+    """(concurrencies, values) of one throughput line: a level without `what` at 0, as ever;
+    one whose figure is not finite left out, and said in `left`."""
+    figures = [(c, Figure(f"c{c}.{what}", levels[c].get(what, 0))) for c in sorted(levels)]
+    kept = [(c, f.value) for c, f in figures if _finite(left, where, f)]
+    return [c for c, _ in kept], [v for _, v in kept]
 
 
 def _levels(metrics: dict) -> dict[int, dict[str, float]]:
@@ -241,11 +257,12 @@ def _levels(metrics: dict) -> dict[int, dict[str, float]]:
     return out
 
 
-def _history(history: list[dict], runs: list[dict], path: Path) -> None:
+def _history(history: list[dict], runs: list[dict], path: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     order = {r["id"]: i for i, r in enumerate(runs)}
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    left: list[str] = []
     for ax, (metric, title, log) in zip(axes.flat, HISTORY, strict=True):
         series: dict[str, list] = defaultdict(list)
         for row in history:
@@ -256,39 +273,85 @@ def _history(history: list[dict], runs: list[dict], path: Path) -> None:
             elif name != metric:
                 continue
             series[f"{row['model']} × {row['cell']}"].append(
-                (order[row["run_id"]], row["value"], row["se"] or 0)
+                (order[row["run_id"]], row["run_id"], Figure(name, row["value"], row["se"]))
             )
+        drawn = False
         for label, pts in sorted(series.items()):
-            pts = _last_per_run(pts)
-            xs, ys, es = zip(*pts, strict=True)
-            ax.errorbar(xs, ys, yerr=es, fmt="o-", capsize=2, label=label)
+            if pts := _plotted(left, f"history {label}", _last_per_run(pts)):
+                ax.errorbar(*zip(*pts, strict=True), fmt="o-", capsize=2, label=label)
+                drawn = True
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-        if log and series:
+        if log and drawn:
             ax.set_yscale("log")
-        if series:
+        if drawn:
             ax.legend(fontsize=7)
     for ax in axes[-1]:
         ax.set_xlabel("run")
         ax.set_xticks(range(len(runs)), [r["id"][:13] for r in runs], rotation=30, fontsize=7)
     fig.suptitle("History over nightly runs")
-    _save(fig, path)
+    return _save(fig, path, left)
 
 
 def _last_per_run(points: list[tuple]) -> list[tuple]:
     """One point per run (the highest concurrency's ratio when several)."""
     by_run = {}
-    for x, y, e in points:
-        by_run[x] = (x, y, e)
+    for point in points:
+        by_run[point[0]] = point
     return [by_run[x] for x in sorted(by_run)]
 
 
-def _save(fig, path: Path) -> None:
-    fig.tight_layout()
+def _plotted(left: list[str], where: str, points: list[tuple]) -> list[tuple]:
+    """A history line's (x, value, error bar) points; those not finite left out, said in
+    `left` with their run."""
+    return [
+        (x, f.value, _bar(left, f"{where} {run_id}", f))
+        for x, run_id, f in points
+        if _finite(left, f"{where} {run_id}", f)
+    ]
+
+
+class Figure(NamedTuple):
+    """A figure as the plots read it (the store's Metric, or a history row)."""
+
+    name: str
+    value: float
+    se: float | None = None
+
+
+def _finite(left: list[str], where: str, *figures: Figure | Metric) -> bool:
+    """Whether every figure's value is finite (a point matplotlib can place); the others are
+    said in `left` as "<where> <name> <value>"."""
+    lost = [f"{where} {f.name} {f.value:.4g}" for f in figures if not math.isfinite(f.value)]
+    left += lost
+    return not lost
+
+
+def _bar(left: list[str], where: str, figure: Figure | Metric) -> float:
+    """A figure's error bar: its SE, 0 where it has none or one not finite (said in `left`)."""
+    if figure.se is not None and not math.isfinite(figure.se):
+        left.append(f"{where} {figure.name} SE {figure.se:.4g}: no error bar")
+        return 0.0
+    return figure.se or 0.0
+
+
+def _left_out(left: list[str]) -> str:
+    return "not plotted (not finite): " + "; ".join(left)
+
+
+def _save(fig, path: Path, left: list[str]) -> list[str]:
+    """Write the figure (with what it left out, if anything, under it); `left` back."""
+    if left:
+        note = textwrap.fill(_left_out(left), 160)
+        fig.text(0.01, 0.01, note, fontsize=7, va="bottom")
+        fig.tight_layout(rect=(0, 0.03 * (note.count("\n") + 2), 1, 1))
+    else:
+        fig.tight_layout()
     fig.savefig(path, dpi=110)
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+    return left
 
 
 def _markdown(latest: dict, runs: list[dict], table: str) -> str:

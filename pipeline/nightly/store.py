@@ -27,6 +27,10 @@ otherwise recorded once: a second write of it is a no-op. Each cell is written i
 transaction; SQLite runs in WAL mode with a busy timeout, so a second writer waits instead of
 failing with "database is locked".
 
+A SQLite file this host may not write is still read (a report needs no more): it is opened
+`mode=ro`, and `immutable` where its folder is not writable and no writer's -shm is beside
+it (_readable); a night or a pin on it is one line, exit 4.
+
 Every call to the database is bounded (Limits): connect and statement timeouts, TCP keepalives,
 a deadline past which a PostgreSQL connection is cut, and a few tries with backoff on a lost
 connection (a restarted server). What the store prints or raises never shows the URL's
@@ -47,6 +51,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from secrets import token_hex
 from typing import TypeVar
+from urllib.parse import quote
 
 from sqlalchemy import (
     JSON,
@@ -319,6 +324,7 @@ class Store:
         try:
             if sqlite and url.database not in (None, ":memory:") and "uri" not in url.query:
                 Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                url = _readable(url)
             engine = create_engine(url, pool_pre_ping=True, connect_args=self._connect_args(url))
         except OSError as e:
             raise NotOnThisHost(f"{self._where()}: {secrets.text(first_line(e))}") from None
@@ -951,6 +957,24 @@ def _read_only(e: exc.DBAPIError) -> bool:
     """SQLite could not write the file (read-only file, folder or mount)."""
     name = getattr(e.orig, "sqlite_errorname", "")
     return name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM"))
+
+
+def _readable(url: URL) -> URL:
+    """A SQLite file this host may not write, as a URL SQLite reads it by: `mode=ro`, and
+    `immutable=1` where its folder is not writable and no `-shm` is beside it. In WAL mode a
+    reader needs the -shm file, and SQLite cannot make one in such a folder: the file is then
+    read as it is, trusted not to change meanwhile (https://www.sqlite.org/wal.html, "Read-Only
+    Databases"). A -shm there is a writer's (who may write the folder): it is read through, and
+    so is the night in its -wal. A file this host may write, a new one, is the writer's URL as
+    given."""
+    path = os.path.abspath(url.database or "")  # as pysqlite opens it
+    folder = os.path.dirname(path)
+    if not os.path.exists(path) or (os.access(path, os.W_OK) and os.access(folder, os.W_OK)):
+        return url
+    query = {**url.query, "mode": "ro", "uri": "true"}
+    if not os.access(folder, os.W_OK) and not os.path.exists(f"{path}-shm"):
+        query["immutable"] = "1"
+    return url.set(database=f"file:{quote(path)}", query=query)
 
 
 def new_run_id() -> str:

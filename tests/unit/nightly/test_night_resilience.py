@@ -204,15 +204,58 @@ def test_a_read_only_sqlite_file_is_one_line_exit_4(tmp_path):
     for path in folder.iterdir():
         path.chmod(0o444)
     folder.chmod(0o555)
-    caps = "-dac_override,-dac_read_search"
-    cmd = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", "--", sys.executable,
-           "-m", "pipeline", "nightly", "--pin-baseline", "latest", "--db",
-           f"sqlite:///{folder}/store.db"]  # fmt: skip
-    env = {**os.environ, "RUNS_DIR": str(tmp_path / "runs")}
     try:
-        result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+        result = _without_dac(tmp_path, "nightly", "--pin-baseline", "latest", "--db",
+                              f"sqlite:///{folder}/store.db")  # fmt: skip
     finally:
         folder.chmod(0o755)
     assert result.returncode == 4, result.stdout + result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert f"results database sqlite:///{folder}/store.db (--db): this host cannot use it" in line
+
+
+def _without_dac(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m pipeline ARGS` without the capabilities by which root overrides file modes."""
+    caps = "-dac_override,-dac_read_search"
+    cmd = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", "--", sys.executable,
+           "-m", "pipeline", *args]  # fmt: skip
+    env = {**os.environ, "RUNS_DIR": str(tmp_path / "runs")}
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+@pytest.mark.parametrize("writer", ["closed", "open"])
+def test_a_read_only_sqlite_store_is_reported(tmp_path, writer):
+    """A store whose file and folder this host may not write is still read (the store says so):
+    with no -shm beside it (its writer closed) SQLite may not make one, so the file is read as it
+    is (immutable); while a writer holds it open, its night is in the -wal, read through the
+    writer's -shm. The report exits 0 with the night; nothing is written beside the store."""
+    from pipeline.nightly.store import Store
+
+    folder = tmp_path / "ro"
+    store = Store(f"sqlite:///{folder}/store.db")
+    store.start_run("r1", "sha", FACTS, "local")
+    store.record_cell("r1", _result("m", "c1"))
+    store.end_run("r1")
+    if writer == "closed":
+        store.engine.dispose()  # the last connection: the WAL checkpointed, -wal and -shm gone
+    else:
+        # the night is in the -wal, not yet in the file
+        assert (folder / "store.db-wal").stat().st_size > 0
+    before = sorted(p.name for p in folder.iterdir())
+    for path in folder.iterdir():
+        path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        result = _without_dac(tmp_path, "report", "--db", f"sqlite:///{folder}/store.db",
+                              "--out", str(tmp_path / "reports"))  # fmt: skip
+        after = sorted(p.name for p in folder.iterdir())
+    finally:
+        folder.chmod(0o755)
+        store.engine.dispose()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert after == before
+    (summary,) = (tmp_path / "reports").glob("*/summary.md")
+    text = summary.read_text()
+    assert "Latest run `r1`" in text and "1 runs in the store" in text, text
+    assert "m            c1             ok" in text, text

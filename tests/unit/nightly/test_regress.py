@@ -1,5 +1,8 @@
 """Regression rules, branch by branch: quality by standard errors, throughput ratios by a noise
-band, memory by growth; better values and unknown metrics never flag."""
+band, memory by growth; a gated figure that turns NaN or ±inf by itself ("not finite"); better
+values, unknown metrics and figures that were not finite before never flag."""
+
+import pytest
 
 from pipeline.nightly.matrix import Thresholds
 from pipeline.nightly.regress import compare
@@ -33,6 +36,19 @@ def test_higher_is_better_metrics_regress_downwards():
 def test_a_quality_change_without_standard_errors_is_flagged():
     (f,) = compare(_m("x.recovery", 0.9), _m("x.recovery", 0.8, better="lower"), T)
     assert f.limit == "changed, no standard error"
+
+
+@pytest.mark.parametrize("bad_se", [float("nan"), float("inf")])
+def test_a_non_finite_standard_error_counts_as_none_never_hiding_a_change(bad_se):
+    """hypot(nan, x) is NaN and every comparison with it false: such an SE is no SE."""
+    (f,) = compare(_m("kl_mean", 1.5e-4, bad_se), _m("kl_mean", 1.0e-4, 1e-5), T)
+    assert f.limit == "> 3 SE (1e-05)"
+    (f,) = compare(_m("kl_mean", 1.5e-4, bad_se), _m("kl_mean", 1.0e-4, bad_se), T)
+    assert f.limit == "changed, no standard error"
+    tp = dict(better="higher", kind="throughput")
+    (f,) = compare(_m("c4.output_tok_s_ratio", 0.5, bad_se, **tp),
+                   _m("c4.output_tok_s_ratio", 1.0, 0.02, **tp), T)  # fmt: skip
+    assert "noise band" in f.limit
 
 
 def test_throughput_ratios_use_the_noise_band_and_absolute_tok_s_is_not_gated():
@@ -74,3 +90,40 @@ def test_checkpoint_growth_beyond_the_band():
 
 def test_metrics_missing_before_are_not_compared():
     assert compare(_m("kl_mean", 1.0, 0.1), {}, T) == []
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _ratio(value, se=None):
+    return _m("c4.output_tok_s_ratio", value, se, better="higher", kind="throughput")
+
+
+@pytest.mark.parametrize("lost", [NAN, INF, -INF])
+def test_a_figure_no_longer_finite_is_a_regression_of_its_own(lost):
+    """kl_mean 0.01 → NaN, a tok/s ratio 1.5 → NaN: NaN is worse by nothing (every comparison
+    with it is false), so once nothing flagged it; ±inf was judged by its sign."""
+    (f,) = compare(_m("kl_mean", lost, 1e-3), _m("kl_mean", 0.01, 1e-3), T)
+    assert f.limit == "not finite"
+    assert f.describe() == f"kl_mean 0.01 → {lost:.4g} (not finite)"
+    (f,) = compare(_ratio(lost, 0.1), _ratio(1.5, 0.1), T)
+    assert (f.metric, f.limit) == ("c4.output_tok_s_ratio", "not finite")
+    (f,) = compare(_m("checkpoint_bytes", lost, kind="memory"), _m("checkpoint_bytes", 1000,
+                                                                   kind="memory"), T)  # fmt: skip
+    assert f.limit == "not finite"
+
+
+@pytest.mark.parametrize("was", [NAN, INF, -INF])
+@pytest.mark.parametrize("now", [0.01, NAN, INF, -INF])
+def test_a_figure_that_was_not_finite_is_never_a_regression(was, now):
+    """Finite again is a recovery; still not finite is the old finding, not a new one."""
+    assert compare(_m("kl_mean", now, 1e-3), _m("kl_mean", was, 1e-3), T) == []
+    assert compare(_ratio(now), _ratio(was), T) == []
+
+
+def test_ungated_figures_that_turn_non_finite_are_not_flagged():
+    """Absolute tokens/s follow the host and are not gated: NaN there is no regression."""
+    now = _m("c4.output_tok_s", NAN, better="higher", kind="throughput")
+    assert compare(now, _m("c4.output_tok_s", 100.0, better="higher", kind="throughput"), T) == []
+    now = _m("ratio_to_bf16", INF, kind="memory")
+    assert compare(now, _m("ratio_to_bf16", 0.5, kind="memory"), T) == []
