@@ -11,6 +11,9 @@ holds a folder by content, as git, DVC, huggingface_hub and OCI registries do:
 
 A commit (push) uploads the content the store does not hold yet, then the manifest: the one
 atomic pointer of the folder (an S3 PUT is whole or absent, and read-after-write consistent).
+What the store holds is looked at, never assumed from a stored file map (stored_objects):
+before the manifest and again after it lands, each of the folder's objects once per process
+(forget_checks: `--force` looks again), what is missing or wrong uploaded again.
 A commit killed halfway leaves the previous version; a file rewritten in place with the same
 size (`--force`, a recipe edit) is new content under a new name. A reader (pull) fetches the
 manifest first, then exactly the objects it names, each checked against its sha256 before it
@@ -21,7 +24,8 @@ this machine's own work and stay (a fresh mirror holds only what the manifest na
 On S3 the manifest is written only over the version the commit read (If-Match; If-None-Match
 where there was none): a commit that lost a race reads again and merges again. Folders without
 a manifest of their own (`<model>/original`, the nightly's recipes and logs, written by cells
-on several nodes at once) keep every machine's additions; a run folder's manifest is the last
+on several nodes at once) keep every machine's additions (the record of what a mirror synced
+holds only its own files: deleted means this mirror had it and removed it); a run folder's manifest is the last
 committer's, as before (the nightly runs the cells of one run folder one after another).
 
 `pull(rel, weights=False)`: manifests and results only, not `artifact/` nor tensors (advise,
@@ -47,12 +51,20 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pipeline.core import secrets
+from pipeline.core import secrets, stored_objects
 from pipeline.core.errors import PipelineError, UserError, first_line
 from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import mirror_root, runs_url
 
-__all__ = ["StoreError", "collect_garbage", "commit_pruned", "pull", "push", "runs_url"]
+__all__ = [
+    "StoreError",
+    "collect_garbage",
+    "commit_pruned",
+    "forget_checks",
+    "pull",
+    "push",
+    "runs_url",
+]
 
 MANIFEST = "manifest.json"
 OBJECTS = ".objects/sha256"
@@ -68,6 +80,9 @@ S3_TRANSPORT = {"connect_timeout": 10, "read_timeout": 60,
 # a commit re-uploads an unreferenced object older than half of it (so no GC takes it then)
 GC_MIN_AGE_S = 24 * 3600
 COMMIT_TRIES = 8  # commits of one folder racing each other: each retry merges anew
+# (root, sha256) checked held by this process after a manifest naming it landed: its later
+# commits need not look again while the stored manifest still names it
+_CHECKED: set[tuple[str, str]] = set()
 WEIGHTS = (".safetensors", ".pt", ".pth", ".bin", ".npy", ".gguf")  # and all of artifact/
 
 
@@ -108,6 +123,11 @@ def push(rel: str, *, mirror: Path | None = None, if_unchanged: bool = False) ->
         return _push_unit(store, rel, local, if_unchanged)
 
 
+def forget_checks() -> None:
+    """Look at every object in the store again at the next commits (`--force`)."""
+    _CHECKED.clear()
+
+
 def commit_pruned(min_age_s: float = GC_MIN_AGE_S) -> list[str]:
     """After a local prune (`make clean-cache`, on a mirror pulled just before): commit every
     mirrored folder, then collect garbage. Lines for people; [] without object storage."""
@@ -129,7 +149,15 @@ def commit_pruned(min_age_s: float = GC_MIN_AGE_S) -> list[str]:
 
 def collect_garbage(min_age_s: float = GC_MIN_AGE_S) -> tuple[int, int]:
     """Delete the objects no stored manifest under the root names and older than `min_age_s`
-    (a writer may have uploaded objects whose manifest is not written yet). (count, bytes)."""
+    (a writer may have uploaded objects whose manifest is not written yet). (count, bytes).
+
+    A writer re-uploads an unnamed object older than half of that before its manifest names it
+    (the same bytes redone after an old aborted commit): so each candidate is looked at again
+    at delete time, its age and the manifests both, and a commit checks every object it names
+    once its manifest has landed (re-uploading one taken meanwhile). What remains is a writer
+    whose re-upload, manifest and check all fall within one candidate's last look and its
+    delete: a reader then says the object is missing, and the next commit from a new process
+    (`--force`) puts it back."""
     if (remote := runs_url()) is None:
         return 0, 0
     store = _store(remote)
@@ -138,15 +166,22 @@ def collect_garbage(min_age_s: float = GC_MIN_AGE_S) -> tuple[int, int]:
         store.fs.invalidate_cache(prefix)
         found = store.fs.find(prefix, detail=True)  # first: what is uploaded later is spared
         named = _referenced(store)
-        now = time.time()
-        doomed = {
-            key: info
-            for key, info in found.items()
-            if key.rsplit("/", 1)[-1] not in named and _age_s(info, now) >= min_age_s
-        }
+        candidates = [k for k, i in found.items() if _sha_of(k) not in named and _old(i, min_age_s)]
+        looked = {key: stored_objects.info(store.fs, key) for key in candidates}  # again, now
+        still_old = {key: info for key, info in looked.items() if _old(info, min_age_s)}
+        named = _referenced(store) if still_old else named  # manifests landed meanwhile
+        doomed = {key: info for key, info in still_old.items() if _sha_of(key) not in named}
         if doomed:
             store.fs.rm(sorted(doomed))
         return len(doomed), sum(info.get("size") or 0 for info in doomed.values())
+
+
+def _old(info: dict | None, min_age_s: float) -> bool:
+    return info is not None and stored_objects.age_s(info) >= min_age_s
+
+
+def _sha_of(key: str) -> str:
+    return key.rsplit("/", 1)[-1]
 
 
 # --- the store ------------------------------------------------------------------------------
@@ -539,10 +574,11 @@ def _push_unit(store: _Store, rel: str, local: Path, if_unchanged: bool) -> bool
             return False
         stored = _parse(store, rel, read.raw, quiet=True) if read is not None else None
         committed = {**_kept(store, local, record, files, manifest, stored), **files}
-        held = {m["sha256"] for m in stored.files.values()} if stored else set()
-        for inner, meta in sorted(files.items()):
-            if meta["sha256"] not in held:
-                _upload(store, local / inner, meta["sha256"])
+        named = {m["sha256"] for m in stored.files.values()} if stored else set()
+        unchecked = {i: m for i, m in files.items() if (store.root, m["sha256"]) not in _CHECKED
+                     or m["sha256"] not in named}  # fmt: skip
+        for inner, meta in sorted(unchecked.items()):  # the store's copy, never its file map
+            _ensure(store, local / inner, meta["sha256"], refresh=meta["sha256"] not in named)
         body = _encode(manifest, committed)
         if read is not None and _digest(body) == _digest(read.raw):
             break  # stored as it is
@@ -554,7 +590,14 @@ def _push_unit(store: _Store, rel: str, local: Path, if_unchanged: bool) -> bool
     else:
         raise StoreError(f"{store.shown()}: committing {rel}: {COMMIT_TRIES} other commits "
                          "replaced its manifest meanwhile; try again")  # fmt: skip
-    record.pointer, record.synced = _digest(body), committed
+    for inner, meta in sorted(unchecked.items()):  # a GC that listed before it landed
+        _ensure(store, local / inner, meta["sha256"], refresh=False)
+        _CHECKED.add((store.root, meta["sha256"]))
+    # what this mirror synced: its own files, and the weights its pull left in the store; not
+    # what other machines added (a merge), which it never had and so can never have removed
+    kept_remote = _kept_remote(local, record, files)
+    record.pointer = _digest(body)
+    record.synced = {k: m for k, m in committed.items() if k in files or k in kept_remote}
     record.skipped = {k: v for k, v in record.skipped.items() if k in committed and k not in files}
     record.save(local)
     return True
@@ -616,21 +659,21 @@ def _local_manifest(local: Path) -> dict | None:
     return data
 
 
-def _upload(store: _Store, path: Path, sha: str) -> None:
-    """Store one file's content under its hash, unless held already (and safe from a GC)."""
-    info = _info(store, sha)
-    if info and _age_s(info, time.time()) < GC_MIN_AGE_S / 2:
+def _ensure(store: _Store, path: Path, sha: str, refresh: bool) -> None:
+    """Make the store hold `path`'s content under its hash, checked there (size, and MD5 where
+    the store states one), not assumed from a manifest. refresh: an object no stored manifest
+    names is uploaded again when over half the GC's age (so no GC takes it then)."""
+    key = store.object(sha)
+    found = stored_objects.info(store.fs, key)
+    if stored_objects.holds(found, path, store.root) and not (
+        refresh and stored_objects.age_s(found) >= GC_MIN_AGE_S / 2
+    ):
         return
-    store.fs.put_file(str(path), store.object(sha))
+    stored_objects.upload(store.fs, key, path, store.root)
 
 
 def _info(store: _Store, sha: str) -> dict | None:
-    key = store.object(sha)
-    store.fs.invalidate_cache(key.rsplit("/", 1)[0])
-    try:
-        return store.fs.info(key)
-    except FileNotFoundError:
-        return None
+    return stored_objects.info(store.fs, store.object(sha))
 
 
 # --- small things -----------------------------------------------------------------------------
@@ -645,15 +688,6 @@ def _referenced(store: _Store) -> set[str]:
         if pointer is not None:
             named |= {m["sha256"] for m in pointer.files.values()}
     return named
-
-
-def _age_s(info: dict, now: float) -> float:
-    """Seconds since the object was written; 0 where the store does not say (never old)."""
-    stamp = info.get("LastModified") or info.get("mtime") or info.get("created")
-    if stamp is None:
-        return 0.0
-    seconds = stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp)
-    return max(0.0, now - seconds)
 
 
 def _digest(raw: bytes) -> str:

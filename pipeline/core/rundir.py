@@ -119,7 +119,12 @@ class RunDir:
 
     def write(self, m: Manifest) -> None:
         write_json_atomic(self.manifest_path, m.model_dump(mode="json"))
-        for rel in self._synced:  # the original's references, then this run: its manifest last
+        self.commit()
+
+    def commit(self) -> None:
+        """In object storage: the original's references, then this run (its manifest last),
+        each object checked held by the store, what it lacks uploaded again."""
+        for rel in self._synced:
             objectstore.push(rel)
 
     def cached(self, stage: str, fingerprint: str) -> StageEntry | None:

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from pipeline.core import environment
+from pipeline.core import environment, objectstore
 from pipeline.core.files import sha256_json, staging_dir
 from pipeline.core.rundir import HISTORY_STAGES, RunDir, StageEntry, now
 
@@ -74,6 +74,8 @@ def folder_for(stage: Stage, fingerprint: str) -> str:
 
 def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
     """(manifest entry, was_cached). Raises whatever `work` raises, after recording it."""
+    if force:  # `--force` heals: every object is looked at in the store again
+        objectstore.forget_checks()
     inputs = stage.inputs()
     fingerprint = sha256_json(inputs)
     rundir = stage.rundir
@@ -84,6 +86,8 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
         if hit:
             if rundir.stage(stage.name) != hit:  # it becomes the latest again
                 rundir.update(stage.header, stage.name, hit)
+            else:  # the store may have lost what this mirror holds: it is committed again
+                rundir.commit()
             return hit, True
         folder = folder_for(stage, fingerprint)
         entry = StageEntry(

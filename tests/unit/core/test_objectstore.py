@@ -4,7 +4,6 @@ during a commit gets one whole version, a fresh mirror holds only what the manif
 metadata-only pulls; pruning reaches the store and its GC; deadlines on a stalled endpoint;
 RUNS_DIR mistakes as one line with their exit code."""
 
-import hashlib
 import importlib.util
 import json
 import socket
@@ -17,20 +16,7 @@ import pytest
 from pipeline.core import objectstore
 from pipeline.core.rundir import RunDir, StageEntry
 from tests.conftest import REPO, cli
-
-REL = "m/fp8"
-
-
-@pytest.fixture
-def remote(s3, monkeypatch, tmp_path):
-    for key, value in s3.env.items():
-        monkeypatch.setenv(key, value)
-    url = s3.bucket() + "/runs"
-    monkeypatch.setenv("RUNS_DIR", url)
-    monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / "cache"))
-    objectstore._store.cache_clear()
-    yield url
-    objectstore._store.cache_clear()
+from tests.unit.core.stored_folders import REL, sha, stored_keys, stored_manifest, tree, write
 
 
 def _done(rundir: RunDir) -> None:
@@ -48,59 +34,18 @@ def _fresh_mirror(monkeypatch, tmp_path, name: str) -> None:
     monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / name))
 
 
-def _write(mirror: Path, files: dict[str, bytes], manifest: dict | None, rel: str = REL) -> None:
-    """A version of a run folder in a mirror: these files (others removed), this manifest."""
-    folder = mirror / rel
-    for path in _tree(folder):
-        if path != "manifest.json" and path not in files:
-            (folder / path).unlink()
-    for name, data in files.items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_bytes(data)
-    if manifest is not None:
-        (folder / "manifest.json").write_text(json.dumps(manifest))
-
-
-def _tree(folder: Path) -> dict[str, bytes]:
-    """What a mirror's folder shows a reader: its files that are not hidden (the manifest
-    parsed)."""
-    found = {
-        p.relative_to(folder).as_posix(): p.read_bytes()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and not any(s.startswith(".") for s in p.relative_to(folder).parts)
-    }
-    if "manifest.json" in found:  # as the stage reads it
-        found["manifest.json"] = json.loads(found["manifest.json"])
-    return found
-
-
-def _stored(url: str, rel: str = REL) -> dict:
-    store = objectstore._store(url)
-    return json.loads(store.fs.cat_file(store.pointer(rel)))
-
-
 def _clean_cache(tmp_path: Path, env: dict, *args: str):
     """The cheapest command that reads RUNS_DIR; it imports no model library, so a fresh
     process (0.5 s) beats starting the test zygote."""
     return cli("clean-cache", *args, runs=tmp_path / "unused", env=env, timeout=300, fresh=True)
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _keys(url: str) -> list[str]:
-    store = objectstore._store(url)
-    store.fs.invalidate_cache()
-    return sorted(k.removeprefix(store.root + "/") for k in store.fs.find(store.root))
-
-
 def test_a_committed_run_folder_is_fetched_whole_by_another_machine(remote, monkeypatch, tmp_path):
     _done(RunDir("m", "fp8"))
-    keys = _keys(remote)
+    keys = stored_keys(remote)
     assert keys[-1] == "m/fp8/manifest.json"  # the pointer; the content under .objects
     assert [k.split("/")[:2] for k in keys[:-1]] == [[".objects", "sha256"]]
-    files = _stored(remote)["objectstore"]["files"]
+    files = stored_manifest(remote)["objectstore"]["files"]
     assert list(files) == ["quantize/weights.bin"] and files["quantize/weights.bin"]["size"] == 1000
     _fresh_mirror(monkeypatch, tmp_path, "elsewhere")
     again = RunDir("m", "fp8")
@@ -143,17 +88,17 @@ def test_a_same_size_rewrite_reaches_every_mirror(remote, tmp_path):
     the bucket kept the 8-sample file under the 16-sample manifest."""
     writer, held = tmp_path / "writer", tmp_path / "held"
     v1 = {"a.json": b"{}", "artifact/model.safetensors": b"8" * 4096}
-    _write(writer, v1, {"samples": 8})
+    write(writer, v1, {"samples": 8})
     objectstore.push(REL, mirror=writer)
     objectstore.pull(REL, mirror=held)
-    assert _tree(held / REL) == {**v1, "manifest.json": {"samples": 8}}
+    assert tree(held / REL) == {**v1, "manifest.json": {"samples": 8}}
     v2 = {**v1, "artifact/model.safetensors": b"6" * 4096}  # same size, other bytes
-    _write(writer, v2, {"samples": 16})
+    write(writer, v2, {"samples": 16})
     objectstore.push(REL, mirror=writer)
     for mirror in (tmp_path / "fresh", held):
         objectstore.pull(REL, mirror=mirror)
-        assert _tree(mirror / REL) == {**v2, "manifest.json": {"samples": 16}}
-    objects = [k for k in _keys(remote) if k.startswith(".objects/")]
+        assert tree(mirror / REL) == {**v2, "manifest.json": {"samples": 16}}
+    objects = [k for k in stored_keys(remote) if k.startswith(".objects/")]
     assert len(objects) == 3  # a.json, and both weights: content is never overwritten
 
 
@@ -163,7 +108,7 @@ def test_a_reader_during_a_commit_gets_one_whole_version(remote, monkeypatch, tm
     writer, reader_mirror = tmp_path / "writer", tmp_path / "reader"
     v1 = {"a.bin": b"a" * 512, "b.bin": b"b" * 512}
     v2 = {"b.bin": b"B" * 512, "c.bin": b"c" * 100}  # b rewritten, a gone, c new
-    _write(writer, v1, {"version": 1})
+    write(writer, v1, {"version": 1})
     objectstore.push(REL, mirror=writer)
     read, committed, failed = threading.Event(), threading.Event(), []
     real = objectstore._read_pointer
@@ -185,14 +130,14 @@ def test_a_reader_during_a_commit_gets_one_whole_version(remote, monkeypatch, tm
     reader = threading.Thread(target=reads, name="reader")
     reader.start()
     assert read.wait(60)
-    _write(writer, v2, {"version": 2})
+    write(writer, v2, {"version": 2})
     objectstore.push(REL, mirror=writer)
     committed.set()
     reader.join(60)
     assert not failed and not reader.is_alive()
-    assert _tree(reader_mirror / REL) == {**v1, "manifest.json": {"version": 1}}
+    assert tree(reader_mirror / REL) == {**v1, "manifest.json": {"version": 1}}
     objectstore.pull(REL, mirror=reader_mirror)
-    assert _tree(reader_mirror / REL) == {**v2, "manifest.json": {"version": 2}}
+    assert tree(reader_mirror / REL) == {**v2, "manifest.json": {"version": 2}}
 
 
 def test_racing_commits_of_a_folder_without_manifest_keep_every_addition(
@@ -203,8 +148,8 @@ def test_racing_commits_of_a_folder_without_manifest_keep_every_addition(
     If-Match), reads again and merges; no log is lost."""
     rel = "nightly/logs/r1"
     first, second = tmp_path / "node1", tmp_path / "node2"
-    _write(first, {"a.log": b"a"}, None, rel)
-    _write(second, {"b.log": b"b"}, None, rel)
+    write(first, {"a.log": b"a"}, None, rel)
+    write(second, {"b.log": b"b"}, None, rel)
     read, landed, failed = threading.Event(), threading.Event(), []
     real = objectstore._read_pointer
 
@@ -229,9 +174,9 @@ def test_racing_commits_of_a_folder_without_manifest_keep_every_addition(
     landed.set()
     node1.join(60)
     assert not failed and not node1.is_alive()
-    assert sorted(_stored(remote, rel)["objectstore"]["files"]) == ["a.log", "b.log"]
+    assert sorted(stored_manifest(remote, rel)["objectstore"]["files"]) == ["a.log", "b.log"]
     objectstore.pull(rel, mirror=tmp_path / "driver")
-    assert _tree(tmp_path / "driver" / rel) == {"a.log": b"a", "b.log": b"b"}
+    assert tree(tmp_path / "driver" / rel) == {"a.log": b"a", "b.log": b"b"}
 
 
 def test_a_mirror_holds_only_what_the_manifest_names(remote, tmp_path):
@@ -240,18 +185,18 @@ def test_a_mirror_holds_only_what_the_manifest_names(remote, tmp_path):
     and never committed stays."""
     writer, held = tmp_path / "writer", tmp_path / "held"
     v1 = {"artifact/model.safetensors": b"w" * 300, "eval/old/results.json": b"1"}
-    _write(writer, v1, {"stages": 1})
+    write(writer, v1, {"stages": 1})
     objectstore.push(REL, mirror=writer)
     objectstore.pull(REL, mirror=held)
     (held / REL / "eval" / "mine.json").write_bytes(b"local work")
     v2 = {"artifact/model.safetensors": b"w" * 300}  # eval/old pruned
-    _write(writer, v2, {"stages": 2})
+    write(writer, v2, {"stages": 2})
     objectstore.push(REL, mirror=writer)
-    assert list(_stored(remote)["objectstore"]["files"]) == ["artifact/model.safetensors"]
+    assert list(stored_manifest(remote)["objectstore"]["files"]) == ["artifact/model.safetensors"]
     objectstore.pull(REL, mirror=tmp_path / "fresh")
-    assert _tree(tmp_path / "fresh" / REL) == {**v2, "manifest.json": {"stages": 2}}
+    assert tree(tmp_path / "fresh" / REL) == {**v2, "manifest.json": {"stages": 2}}
     objectstore.pull(REL, mirror=held)
-    assert _tree(held / REL) == {**v2, "eval/mine.json": b"local work",
+    assert tree(held / REL) == {**v2, "eval/mine.json": b"local work",
                                  "manifest.json": {"stages": 2}}  # fmt: skip
     assert not (held / REL / "eval" / "old").exists()
 
@@ -264,10 +209,10 @@ def test_a_metadata_only_pull_leaves_weights_stored_and_prunes_reach_the_store(r
     files = {"artifact/model.safetensors": b"w" * 300, "artifact/config.json": b"{}",
              "eval/a/results.json": b"a", "eval/a/tokens.pt": b"t" * 50,
              "eval/b/results.json": b"b", "eval/b/tokens.pt": b"u" * 50}  # fmt: skip
-    _write(writer, files, {"stages": 2})
+    write(writer, files, {"stages": 2})
     objectstore.push(REL, mirror=writer)
     objectstore.pull(REL, weights=False, mirror=reader)
-    assert _tree(reader / REL) == {"eval/a/results.json": b"a", "eval/b/results.json": b"b",
+    assert tree(reader / REL) == {"eval/a/results.json": b"a", "eval/b/results.json": b"b",
                                    "manifest.json": {"stages": 2}}  # fmt: skip
     assert not (reader / REL / "artifact").exists()  # no folder that looks like an artifact
     for path in (reader / REL / "eval" / "a").iterdir():  # what RunDir.prune does
@@ -275,29 +220,29 @@ def test_a_metadata_only_pull_leaves_weights_stored_and_prunes_reach_the_store(r
     (reader / REL / "eval" / "a").rmdir()
     (reader / REL / "manifest.json").write_text(json.dumps({"stages": 1}))
     assert objectstore.push(REL, mirror=reader)
-    assert sorted(_stored(remote)["objectstore"]["files"]) == [
+    assert sorted(stored_manifest(remote)["objectstore"]["files"]) == [
         "artifact/config.json", "artifact/model.safetensors", "eval/b/results.json",
         "eval/b/tokens.pt"]  # fmt: skip
     objectstore.pull(REL, mirror=tmp_path / "fresh")
     kept = {k: v for k, v in files.items() if not k.startswith("eval/a/")}
-    assert _tree(tmp_path / "fresh" / REL) == {**kept, "manifest.json": {"stages": 1}}
+    assert tree(tmp_path / "fresh" / REL) == {**kept, "manifest.json": {"stages": 1}}
 
 
 def test_garbage_collection_spares_what_is_named_or_young(remote, tmp_path):
     writer = tmp_path / "writer"
-    _write(writer, {"old.bin": b"o" * 10, "kept.bin": b"k" * 10}, {"v": 1})
+    write(writer, {"old.bin": b"o" * 10, "kept.bin": b"k" * 10}, {"v": 1})
     objectstore.push(REL, mirror=writer)
-    _write(writer, {"kept.bin": b"k" * 10}, {"v": 2})  # old.bin: no manifest names it now
+    write(writer, {"kept.bin": b"k" * 10}, {"v": 2})  # old.bin: no manifest names it now
     objectstore.push(REL, mirror=writer)
     time.sleep(3.5)  # S3 times are whole seconds
     store = objectstore._store(remote)
-    young = _sha(b"young")  # a writer's upload whose manifest is not written yet
+    young = sha(b"young")  # a writer's upload whose manifest is not written yet
     store.fs.pipe_file(store.object(young), b"young")
     assert objectstore.collect_garbage(min_age_s=2.0) == (1, 10)
-    left = {k.rsplit("/", 1)[-1] for k in _keys(remote) if k.startswith(".objects/")}
-    assert left == {_sha(b"k" * 10), young}
+    left = {k.rsplit("/", 1)[-1] for k in stored_keys(remote) if k.startswith(".objects/")}
+    assert left == {sha(b"k" * 10), young}
     objectstore.pull(REL, mirror=tmp_path / "fresh")  # what is named is whole
-    assert _tree(tmp_path / "fresh" / REL) == {
+    assert tree(tmp_path / "fresh" / REL) == {
         "kept.bin": b"k" * 10,
         "manifest.json": {"v": 2},
     }
@@ -318,13 +263,13 @@ def test_clean_cache_prunes_the_store(remote, monkeypatch, tmp_path):
                            fingerprint=fingerprint, ended=f"2026-12-03T0{i}:30:00+00:00",
                            outputs={"results": results})  # fmt: skip
         rundir.update({}, "eval", entry)
-    assert len(_stored(remote)["objectstore"]["files"]) == 5
+    assert len(stored_manifest(remote)["objectstore"]["files"]) == 5
     env = {"RUNS_DIR": remote, "PIPELINE_CACHE": str(tmp_path / "elsewhere")}
     result = _clean_cache(tmp_path, env, "--keep", "1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 older results removed" in result.stdout
     assert "0 unreferenced objects deleted" in result.stdout  # young: kept a day
-    stored = _stored(remote)
+    stored = stored_manifest(remote)
     assert list(stored["results"]["eval"]) == ["e2" * 8]
     assert sorted(stored["objectstore"]["files"]) == [
         "eval/e2e2e2e2e2e2e2e2/results.json", "eval/e2e2e2e2e2e2e2e2/tokens.pt",
