@@ -25,8 +25,9 @@ On S3 the manifest is written only over the version the commit read (If-Match; I
 where there was none): a commit that lost a race reads again and merges again. Folders without
 a manifest of their own (`<model>/original`, the nightly's recipes and logs, written by cells
 on several nodes at once) keep every machine's additions (the record of what a mirror synced
-holds only its own files: deleted means this mirror had it and removed it); a run folder's manifest is the last
-committer's, as before (the nightly runs the cells of one run folder one after another).
+holds only its own files: deleted means this mirror had it and removed it); a run folder's
+manifest is the last committer's, as before (the nightly runs the cells of one run folder one
+after another). The transport (the store, deadlines, conditional writes) is store_transport's.
 
 `pull(rel, weights=False)`: manifests and results only, not `artifact/` nor tensors (advise,
 clean-cache); what it left out stays in the next commit unless its folder was pruned. Pruning
@@ -39,22 +40,20 @@ a failure is one line naming RUNS_DIR (StoreError, exit 1). A stored manifest fr
 content addressing (no file map) is said once and ignored: the next commit stores it anew.
 """
 
-import contextlib
-import copy
 import functools
 import hashlib
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from pipeline.core import secrets, stored_objects
-from pipeline.core.errors import PipelineError, UserError, first_line
+from pipeline.core import store_transport as transport
+from pipeline.core.errors import UserError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.paths import mirror_root, runs_url
+from pipeline.core.store_transport import MANIFEST, OBJECTS, StoreError
 
 __all__ = [
     "StoreError",
@@ -66,16 +65,9 @@ __all__ = [
     "runs_url",
 ]
 
-MANIFEST = "manifest.json"
-OBJECTS = ".objects/sha256"
 KEY = "objectstore"  # the file map's key in a stored manifest; the local copy has none
 LAYOUT = "sha256-v1"
 RECORD = ".objectstore.json"  # per mirrored folder: the manifest it was synced with, hashes
-# botocore's defaults kept a stalled endpoint busy ~418 s; with these one request gives up
-# after at most attempts × (connect + read) s plus backoff: 214 s (deadline_s). In botocore's
-# client config `max_attempts` counts retries (3 would be 4 requests): the total is explicit.
-S3_TRANSPORT = {"connect_timeout": 10, "read_timeout": 60,
-                "retries": {"total_max_attempts": 3, "mode": "standard"}}  # fmt: skip
 # a writer uploads its objects before its manifest: GC spares objects younger than this, and
 # a commit re-uploads an unreferenced object older than half of it (so no GC takes it then)
 GC_MIN_AGE_S = 24 * 3600
@@ -86,26 +78,15 @@ _CHECKED: set[tuple[str, str]] = set()
 WEIGHTS = (".safetensors", ".pt", ".pth", ".bin", ".npy", ".gguf")  # and all of artifact/
 
 
-class StoreError(PipelineError):
-    """The store failed or did not answer within its deadline: one line naming RUNS_DIR."""
-
-
-def deadline_s(transport: dict | None = None) -> float:
-    """The longest one S3 request may take under `transport` (S3_TRANSPORT)."""
-    t = transport or S3_TRANSPORT
-    attempts = t["retries"]["total_max_attempts"]
-    return attempts * (t["connect_timeout"] + t["read_timeout"]) + 2 ** (attempts - 1)
-
-
 def pull(rel: str, *, weights: bool = True, mirror: Path | None = None) -> None:
     """Fetch the run folders stored at or under `rel` into the mirror, each exactly as its
     stored manifest names it. weights=False: no `artifact/`, no tensors. No-op without object
     storage, or where nothing is stored yet."""
     if (remote := runs_url()) is None:
         return
-    store = _store(remote)
+    store = transport.open_store(remote)
     local_root = mirror or mirror_root(remote)
-    with _failing(store, f"fetching {rel or 'the run folders'}"):
+    with transport.failing(store, f"fetching {rel or 'the run folders'}"):
         for unit in _units(store, rel):
             _pull_unit(store, unit, local_root / unit, weights)
 
@@ -118,8 +99,8 @@ def push(rel: str, *, mirror: Path | None = None, if_unchanged: bool = False) ->
     local = (mirror or mirror_root(remote)) / rel
     if not local.is_dir():
         return False
-    store = _store(remote)
-    with _failing(store, f"committing {rel}"):
+    store = transport.open_store(remote)
+    with transport.failing(store, f"committing {rel}"):
         return _push_unit(store, rel, local, if_unchanged)
 
 
@@ -160,8 +141,8 @@ def collect_garbage(min_age_s: float = GC_MIN_AGE_S) -> tuple[int, int]:
     (`--force`) puts it back."""
     if (remote := runs_url()) is None:
         return 0, 0
-    store = _store(remote)
-    with _failing(store, "collecting unreferenced objects"):
+    store = transport.open_store(remote)
+    with transport.failing(store, "collecting unreferenced objects"):
         prefix = f"{store.root}/{OBJECTS}"
         store.fs.invalidate_cache(prefix)
         found = store.fs.find(prefix, detail=True)  # first: what is uploaded later is spared
@@ -184,158 +165,7 @@ def _sha_of(key: str) -> str:
     return key.rsplit("/", 1)[-1]
 
 
-# --- the store ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Store:
-    remote: str
-    fs: Any
-    root: str
-    s3: bool  # conditional writes (If-Match): a commit is a compare-and-swap
-
-    def key(self, rel: str) -> str:
-        return f"{self.root}/{rel}".rstrip("/")
-
-    def pointer(self, rel: str) -> str:
-        return f"{self.key(rel)}/{MANIFEST}"
-
-    def object(self, sha: str) -> str:
-        return f"{self.root}/{OBJECTS}/{sha[:2]}/{sha}"
-
-    def shown(self) -> str:
-        return f"RUNS_DIR={secrets.url(self.remote)}"
-
-
-@functools.cache
-def _store(remote: str) -> _Store:
-    """The filesystem of RUNS_DIR, its bucket checked once per process (exit 2 where it is
-    missing or refuses these credentials)."""
-    import fsspec
-
-    s3 = remote.startswith(("s3://", "s3a://"))
-    options = {"config_kwargs": copy.deepcopy(S3_TRANSPORT)} if s3 else {}  # botocore edits it
-    fs, root = fsspec.core.url_to_fs(remote, skip_instance_cache=True, **options)
-    if options:
-        fs.retries = 1  # s3fs's own loop around botocore's: its retries bound the deadline
-    store = _Store(remote, fs, root.rstrip("/"), s3)
-    if options:
-        with _failing(store, "reaching the bucket"):
-            _check_bucket(store)
-    return store
-
-
-def _check_bucket(store: _Store) -> None:
-    bucket = store.root.split("/", 1)[0]
-    try:
-        store.fs.call_s3("head_bucket", Bucket=bucket)
-    except FileNotFoundError:
-        raise UserError(f"{store.shown()}: bucket {bucket} does not exist at this endpoint "
-                        "(AWS_ENDPOINT_URL, or AWS's where unset)") from None  # fmt: skip
-    except PermissionError as e:
-        raise UserError(f"{store.shown()}: bucket {bucket} refuses these credentials "
-                        f"({_why(e)}): check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, "
-                        "AWS_PROFILE or ~/.aws") from None  # fmt: skip
-    except Exception as e:
-        if type(e).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
-            raise UserError(f"{store.shown()}: no credentials for bucket {bucket} "
-                            "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE or "
-                            "~/.aws)") from None  # fmt: skip
-        raise
-
-
-@contextlib.contextmanager
-def _failing(store: _Store, what: str):
-    """A transport's failure as one line naming RUNS_DIR (masked) and what failed."""
-    started = time.monotonic()
-    try:
-        yield
-    except PipelineError:
-        raise
-    except _transport_errors() as e:
-        took = time.monotonic() - started
-        raise StoreError(secrets.text(
-            f"{store.shown()}: {what} failed after {took:.0f} s: {type(e).__name__}: {_why(e)}"
-        )) from e  # fmt: skip
-
-
-@functools.cache
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    errors: tuple[type[BaseException], ...] = (OSError, TimeoutError)
-    with contextlib.suppress(ImportError):
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        errors += (BotoCoreError, ClientError)
-    return errors
-
-
-def _why(e: BaseException) -> str:
-    return " ".join(first_line(e).split())[:300]
-
-
-@dataclass(frozen=True)
-class _Read:
-    raw: bytes
-    etag: str | None  # what a conditional write compares with (S3)
-
-
-def _read_pointer(store: _Store, rel: str) -> _Read | None:
-    """The stored manifest of `rel` (None where there is none): what it names is what a pull
-    fetches, whatever commits after this read."""
-    try:
-        if not store.s3:
-            return _Read(store.fs.cat_file(store.pointer(rel)), None)
-        return _Read(*_get_with_etag(store, store.pointer(rel)))
-    except FileNotFoundError:
-        return None
-
-
-def _get_with_etag(store: _Store, key: str) -> tuple[bytes, str | None]:
-    """One GET: the body and the ETag of that very version (s3fs's cat drops the ETag)."""
-    from fsspec.asyn import sync
-
-    bucket, path, _ = store.fs.split_path(key)
-
-    async def get():
-        found = await store.fs._call_s3("get_object", Bucket=bucket, Key=path)
-        try:
-            return await found["Body"].read(), found.get("ETag")
-        finally:
-            found["Body"].close()
-
-    return sync(store.fs.loop, get)
-
-
-class _Conflict(Exception):
-    """Another commit replaced the stored manifest between this one's read and write."""
-
-
-def _write_pointer(store: _Store, rel: str, body: bytes, read: _Read | None) -> None:
-    """The commit: on S3, only over the version read (If-Match), or where none was
-    (If-None-Match); a store without conditional writes takes it plainly."""
-    condition = {}
-    if store.s3:
-        condition = {"IfMatch": read.etag} if read and read.etag else {"IfNoneMatch": "*"}
-    try:
-        store.fs.pipe_file(store.pointer(rel), body, **condition)
-    except OSError as e:
-        code = _error_code(e)
-        if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
-            raise _Conflict from None
-        if code not in ("NotImplemented", "501") or not condition:
-            raise
-        store.fs.pipe_file(store.pointer(rel), body)
-
-
-def _error_code(e: BaseException) -> str | None:
-    """The S3 error code behind s3fs's translated OSError."""
-    if isinstance(e, FileExistsError):  # s3fs's word for a failed If-None-Match
-        return "PreconditionFailed"
-    response = getattr(e.__cause__, "response", None) or {}
-    return response.get("Error", {}).get("Code")
-
-
-def _units(store: _Store, rel: str) -> list[str]:
+def _units(store: transport.Store, rel: str) -> list[str]:
     """The folders with a stored manifest at or under `rel`; files of the layout before
     content addressing are said once and ignored."""
     base = store.key(rel)
@@ -368,12 +198,14 @@ class _Pointer:
     files: dict[str, dict]  # path → {"sha256", "size"}
 
 
-def _parse(store: _Store, rel: str, raw: bytes, quiet: bool = False) -> _Pointer | None:
+def _parse(store: transport.Store, rel: str, raw: bytes, quiet: bool = False) -> _Pointer | None:
     """The stored manifest read; None where it predates content addressing (said once)."""
     try:
         data = json.loads(raw)
     except ValueError as e:
-        raise StoreError(f"{store.shown()}: {rel}/{MANIFEST} is not JSON ({_why(e)})") from None
+        raise StoreError(
+            f"{store.shown()}: {rel}/{MANIFEST} is not JSON ({transport.why(e)})"
+        ) from None
     block = data.pop(KEY, None) if isinstance(data, dict) else None
     if not isinstance(block, dict):
         if not quiet:
@@ -464,8 +296,8 @@ def _sha256(path: Path) -> str:
 # --- pull -------------------------------------------------------------------------------------
 
 
-def _pull_unit(store: _Store, rel: str, local: Path, weights: bool) -> None:
-    read = _read_pointer(store, rel)
+def _pull_unit(store: transport.Store, rel: str, local: Path, weights: bool) -> None:
+    read = transport.read_pointer(store, rel)
     if read is None or (pointer := _parse(store, rel, read.raw)) is None:
         return
     if _busy(local):  # a process here holds the folder's lock: it is writing, then commits
@@ -484,7 +316,7 @@ def _pull_unit(store: _Store, rel: str, local: Path, weights: bool) -> None:
     record.save(local)
 
 
-def _place(store: _Store, rel: str, local: Path, inner: str, meta: dict, record: _Record,
+def _place(store: transport.Store, rel: str, local: Path, inner: str, meta: dict, record: _Record,
            weights: bool) -> bool:  # fmt: skip
     """Make the mirror's file this content; False where it is a weight left out."""
     target = local / inner
@@ -499,7 +331,7 @@ def _place(store: _Store, rel: str, local: Path, inner: str, meta: dict, record:
     return True
 
 
-def _fetch(store: _Store, what: str, meta: dict, target: Path) -> None:
+def _fetch(store: transport.Store, what: str, meta: dict, target: Path) -> None:
     """Download one object beside `target` under a hidden name, check its sha256, rename."""
     sha = meta["sha256"]
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -564,12 +396,12 @@ def _is_weight(inner: str) -> bool:
 # --- push -------------------------------------------------------------------------------------
 
 
-def _push_unit(store: _Store, rel: str, local: Path, if_unchanged: bool) -> bool:
+def _push_unit(store: transport.Store, rel: str, local: Path, if_unchanged: bool) -> bool:
     record = _Record.load(local)
     manifest = _local_manifest(local)
     files = _scan(local, record)
     for _ in range(COMMIT_TRIES):  # a commit that lost a race reads again and merges again
-        read = _read_pointer(store, rel)
+        read = transport.read_pointer(store, rel)
         if if_unchanged and read is not None and _digest(read.raw) != record.pointer:
             return False
         stored = _parse(store, rel, read.raw, quiet=True) if read is not None else None
@@ -583,9 +415,9 @@ def _push_unit(store: _Store, rel: str, local: Path, if_unchanged: bool) -> bool
         if read is not None and _digest(body) == _digest(read.raw):
             break  # stored as it is
         try:
-            _write_pointer(store, rel, body, read)  # last: the commit
+            transport.write_pointer(store, rel, body, read)  # last: the commit
             break
-        except _Conflict:
+        except transport.Conflict:
             continue
     else:
         raise StoreError(f"{store.shown()}: committing {rel}: {COMMIT_TRIES} other commits "
@@ -604,7 +436,7 @@ def _push_unit(store: _Store, rel: str, local: Path, if_unchanged: bool) -> bool
 
 
 def _kept(
-    store: _Store,
+    store: transport.Store,
     local: Path,
     record: _Record,
     files: dict[str, dict],
@@ -659,7 +491,7 @@ def _local_manifest(local: Path) -> dict | None:
     return data
 
 
-def _ensure(store: _Store, path: Path, sha: str, refresh: bool) -> None:
+def _ensure(store: transport.Store, path: Path, sha: str, refresh: bool) -> None:
     """Make the store hold `path`'s content under its hash, checked there (size, and MD5 where
     the store states one), not assumed from a manifest. refresh: an object no stored manifest
     names is uploaded again when over half the GC's age (so no GC takes it then)."""
@@ -672,18 +504,18 @@ def _ensure(store: _Store, path: Path, sha: str, refresh: bool) -> None:
     stored_objects.upload(store.fs, key, path, store.root)
 
 
-def _info(store: _Store, sha: str) -> dict | None:
+def _info(store: transport.Store, sha: str) -> dict | None:
     return stored_objects.info(store.fs, store.object(sha))
 
 
 # --- small things -----------------------------------------------------------------------------
 
 
-def _referenced(store: _Store) -> set[str]:
+def _referenced(store: transport.Store) -> set[str]:
     """Every sha256 a stored manifest under the root names."""
     named = set()
     for unit in _units(store, ""):
-        read = _read_pointer(store, unit)
+        read = transport.read_pointer(store, unit)
         pointer = _parse(store, unit, read.raw, quiet=True) if read is not None else None
         if pointer is not None:
             named |= {m["sha256"] for m in pointer.files.values()}

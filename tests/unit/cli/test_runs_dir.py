@@ -5,7 +5,7 @@ forms people mean (a relative or absolute folder, s3://bucket[/prefix]) still ru
 import pytest
 
 from pipeline.cli.main import main
-from pipeline.core import objectstore, paths
+from pipeline.core import paths, store_transport
 from tests.conftest import REPO, cli
 
 MISTAKES = {
@@ -64,9 +64,9 @@ def runs_dir(monkeypatch, tmp_path):
     """Sets RUNS_DIR for a command run in this process, in an empty working folder."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / "cache"))
-    paths._checked.cache_clear(), objectstore._store.cache_clear()
+    paths._checked.cache_clear(), store_transport.open_store.cache_clear()
     yield lambda value: monkeypatch.setenv("RUNS_DIR", value)
-    paths._checked.cache_clear(), objectstore._store.cache_clear()
+    paths._checked.cache_clear(), store_transport.open_store.cache_clear()
 
 
 @pytest.mark.parametrize("form", ["./runs", "runs/", "{tmp}/abs/runs", "{tmp}/my runs"])

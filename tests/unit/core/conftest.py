@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeline.core import objectstore
+from pipeline.core import store_transport
 
 
 @pytest.fixture
@@ -12,6 +12,6 @@ def remote(s3, monkeypatch, tmp_path):
     url = s3.bucket() + "/runs"
     monkeypatch.setenv("RUNS_DIR", url)
     monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / "cache"))
-    objectstore._store.cache_clear()
+    store_transport.open_store.cache_clear()
     yield url
-    objectstore._store.cache_clear()
+    store_transport.open_store.cache_clear()

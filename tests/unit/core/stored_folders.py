@@ -5,7 +5,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from pipeline.core import objectstore
+from pipeline.core import store_transport
 
 REL = "m/fp8"
 
@@ -37,7 +37,7 @@ def tree(folder: Path) -> dict[str, bytes]:
 
 
 def stored_manifest(url: str, rel: str = REL) -> dict:
-    store = objectstore._store(url)
+    store = store_transport.open_store(url)
     return json.loads(store.fs.cat_file(store.pointer(rel)))
 
 
@@ -46,6 +46,6 @@ def sha(data: bytes) -> str:
 
 
 def stored_keys(url: str) -> list[str]:
-    store = objectstore._store(url)
+    store = store_transport.open_store(url)
     store.fs.invalidate_cache()
     return sorted(k.removeprefix(store.root + "/") for k in store.fs.find(store.root))

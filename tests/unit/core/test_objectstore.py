@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core import objectstore
+from pipeline.core import objectstore, store_transport
 from pipeline.core.rundir import RunDir, StageEntry
 from tests.conftest import REPO, cli
 from tests.unit.core.stored_folders import REL, sha, stored_keys, stored_manifest, tree, write
@@ -58,7 +58,7 @@ def test_a_committed_run_folder_is_fetched_whole_by_another_machine(remote, monk
 def test_an_upload_killed_before_the_manifest_leaves_nothing_done(remote, monkeypatch, tmp_path):
     """The manifest goes last: killed there (the upload raising, as a lost connection does),
     the store has the content and no manifest saying it is done."""
-    fs = objectstore._store(remote).fs
+    fs = store_transport.open_store(remote).fs
     real = fs.pipe_file
 
     def dies_at_the_manifest(key, *args, **kwargs):
@@ -67,7 +67,7 @@ def test_an_upload_killed_before_the_manifest_leaves_nothing_done(remote, monkey
         return real(key, *args, **kwargs)
 
     monkeypatch.setattr(fs, "pipe_file", dies_at_the_manifest)
-    with pytest.raises(objectstore.StoreError, match="committing m/gptq failed"):
+    with pytest.raises(store_transport.StoreError, match="committing m/gptq failed"):
         _done(RunDir("m", "gptq"))
     monkeypatch.setattr(fs, "pipe_file", real)
     _fresh_mirror(monkeypatch, tmp_path, "elsewhere")
@@ -111,7 +111,7 @@ def test_a_reader_during_a_commit_gets_one_whole_version(remote, monkeypatch, tm
     write(writer, v1, {"version": 1})
     objectstore.push(REL, mirror=writer)
     read, committed, failed = threading.Event(), threading.Event(), []
-    real = objectstore._read_pointer
+    real = store_transport.read_pointer
 
     def pausing(store, rel):
         raw = real(store, rel)
@@ -126,7 +126,7 @@ def test_a_reader_during_a_commit_gets_one_whole_version(remote, monkeypatch, tm
         except BaseException as e:
             failed.append(e)
 
-    monkeypatch.setattr(objectstore, "_read_pointer", pausing)
+    monkeypatch.setattr(store_transport, "read_pointer", pausing)
     reader = threading.Thread(target=reads, name="reader")
     reader.start()
     assert read.wait(60)
@@ -151,7 +151,7 @@ def test_racing_commits_of_a_folder_without_manifest_keep_every_addition(
     write(first, {"a.log": b"a"}, None, rel)
     write(second, {"b.log": b"b"}, None, rel)
     read, landed, failed = threading.Event(), threading.Event(), []
-    real = objectstore._read_pointer
+    real = store_transport.read_pointer
 
     def slow_first_read(store, at):
         found = real(store, at)
@@ -166,7 +166,7 @@ def test_racing_commits_of_a_folder_without_manifest_keep_every_addition(
         except BaseException as e:
             failed.append(e)
 
-    monkeypatch.setattr(objectstore, "_read_pointer", slow_first_read)
+    monkeypatch.setattr(store_transport, "read_pointer", slow_first_read)
     node1 = threading.Thread(target=commits, name="node1")
     node1.start()
     assert read.wait(60)
@@ -235,7 +235,7 @@ def test_garbage_collection_spares_what_is_named_or_young(remote, tmp_path):
     write(writer, {"kept.bin": b"k" * 10}, {"v": 2})  # old.bin: no manifest names it now
     objectstore.push(REL, mirror=writer)
     time.sleep(3.5)  # S3 times are whole seconds
-    store = objectstore._store(remote)
+    store = store_transport.open_store(remote)
     young = sha(b"young")  # a writer's upload whose manifest is not written yet
     store.fs.pipe_file(store.object(young), b"young")
     assert objectstore.collect_garbage(min_age_s=2.0) == (1, 10)
@@ -301,22 +301,22 @@ def test_a_stalled_endpoint_fails_within_the_deadline_in_one_line(s3, monkeypatc
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{listener.getsockname()[1]}")
     monkeypatch.setenv("RUNS_DIR", "s3://stalled/runs")
-    monkeypatch.setattr(objectstore, "S3_TRANSPORT", fast)
-    objectstore._store.cache_clear()
+    monkeypatch.setattr(store_transport, "S3_TRANSPORT", fast)
+    store_transport.open_store.cache_clear()
     started = time.monotonic()
     try:
-        with pytest.raises(objectstore.StoreError) as failed:
+        with pytest.raises(store_transport.StoreError) as failed:
             objectstore.pull(REL)
     finally:
         listener.close()
-        objectstore._store.cache_clear()
+        store_transport.open_store.cache_clear()
     took = time.monotonic() - started
-    assert fast["read_timeout"] <= took <= objectstore.deadline_s(fast) + 3
+    assert fast["read_timeout"] <= took <= store_transport.deadline_s(fast) + 3
     message = str(failed.value)
     assert "\n" not in message
     assert message.startswith("RUNS_DIR=s3://stalled/runs: reaching the bucket failed after")
     assert "Timeout" in message
-    assert objectstore.deadline_s() < 240  # the stated bound of the real constant, not 418 s
+    assert store_transport.deadline_s() < 240  # the stated bound of the real constant, not 418 s
 
 
 @pytest.mark.parametrize(
@@ -356,7 +356,7 @@ def test_credentials_the_bucket_refuses_are_one_line(s3, monkeypatch, tmp_path):
 
 
 def test_a_manifest_from_before_content_addressing_is_said_and_ignored(remote, capsys, tmp_path):
-    store = objectstore._store(remote)
+    store = store_transport.open_store(remote)
     store.fs.pipe_file(store.pointer(REL), b'{"stages": {}}')
     store.fs.pipe_file(f"{store.key(REL)}/artifact/model.safetensors", b"old")
     objectstore.pull(REL, mirror=tmp_path / "m")

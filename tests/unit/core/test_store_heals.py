@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pipeline.core import objectstore
+from pipeline.core import objectstore, store_transport
 from pipeline.core.rundir import RunDir
 from pipeline.core.stage import execute
 from tests.unit.core.stored_folders import REL, sha, stored_keys, stored_manifest, tree, write
@@ -34,7 +34,7 @@ def test_a_gc_racing_a_writer_that_reuses_an_old_object_spares_it(remote, monkey
     time.sleep(3.5)  # S3 times are whole seconds: old for the GC and for the writer
     listed, uploaded, collected = threading.Event(), threading.Event(), threading.Event()
     failed = []
-    real_referenced, real_write = objectstore._referenced, objectstore._write_pointer
+    real_referenced, real_write = objectstore._referenced, store_transport.write_pointer
 
     def gc_pauses_after_listing(store):
         if threading.current_thread().name == "gc" and not listed.is_set():
@@ -60,7 +60,7 @@ def test_a_gc_racing_a_writer_that_reuses_an_old_object_spares_it(remote, monkey
         return threading.Thread(target=target, name=name)
 
     monkeypatch.setattr(objectstore, "_referenced", gc_pauses_after_listing)
-    monkeypatch.setattr(objectstore, "_write_pointer", writer_pauses_before_its_manifest)
+    monkeypatch.setattr(store_transport, "write_pointer", writer_pauses_before_its_manifest)
     deleted = []
     gc = runs("gc", lambda: deleted.append(objectstore.collect_garbage(min_age_s=2.0)))
     gc.start()
@@ -83,10 +83,10 @@ def test_a_deleted_and_a_corrupted_object_are_healed_by_the_next_commit(remote, 
     files = {"a.bin": b"a" * 100, "b.bin": b"b" * 100, "c.bin": b"c" * 100}
     write(writer, files, {"v": 1})
     objectstore.push(REL, mirror=writer)
-    store = objectstore._store(remote)
+    store = store_transport.open_store(remote)
     store.fs.rm(store.object(sha(b"a" * 100)))  # lost
     store.fs.pipe_file(store.object(sha(b"b" * 100)), b"x" * 100)  # same size, other bytes
-    with pytest.raises(objectstore.StoreError, match="not held by the store"):
+    with pytest.raises(store_transport.StoreError, match="not held by the store"):
         objectstore.pull(REL, mirror=tmp_path / "first reader")
     objectstore.push(REL, mirror=writer)  # the same process: it checked these objects itself
     assert not store.fs.exists(store.object(sha(b"a" * 100)))
@@ -102,7 +102,7 @@ def test_a_store_that_lost_its_data_is_committed_again_from_a_cached_run(
     the local mirror and used to return without committing, leaving the bucket empty."""
     stage = Counting(RunDir("m", "r"))
     execute(stage)
-    store = objectstore._store(remote)
+    store = store_transport.open_store(remote)
     store.fs.rm(store.root, recursive=True)
     assert not [k for k in stored_keys(remote) if "/r/" in k or k.startswith(".objects")]
     objectstore.forget_checks()  # a new process
