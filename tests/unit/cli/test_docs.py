@@ -19,9 +19,14 @@ def _pages_written_by_hand() -> list:
 
 
 def test_generated_pages_are_current():
+    from pipeline.cli import help_texts
     from pipeline.cli.docs_pages import pages
 
-    for rel, text in pages().items():
+    found = pages()
+    named = {"commands/index.md", "reference/models.md", "reference/recipes.md"}
+    named |= {f"commands/{name}.md" for name in help_texts.COMMANDS}
+    assert set(found) == named  # a page per command, and the two reference tables
+    for rel, text in found.items():
         path = DOCS / rel
         assert path.is_file() and path.read_text() == text, f"docs/{rel} is stale: make docs-pages"
 

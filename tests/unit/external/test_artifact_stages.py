@@ -21,11 +21,6 @@ def _has(cls: type, member: str) -> bool:
     return hasattr(cls, member) or member in {f.name for f in fields(cls)}
 
 
-def test_an_import_is_not_a_quantize_stage():
-    assert not issubclass(ImportStage, QuantizeStage)
-    assert QuantizeStage not in ImportStage.__mro__
-
-
 def test_both_stages_state_every_member_of_the_artifact_protocol():
     members = get_protocol_members(Artifact)
     assert {"host_fit", "staging", "entry", "load_results", "artifact_for"} <= members
@@ -42,6 +37,18 @@ def _import(tmp_path, monkeypatch) -> ImportStage:
     quant = {"quant_method": "fp8", "activation_scheme": "dynamic"}
     (folder / "config.json").write_text(json.dumps(CONFIG | {"quantization_config": quant}))
     return ImportStage.prepare_import("tiny-llama", str(folder))
+
+
+def test_nothing_of_quantizing_applies_to_an_import(tmp_path, monkeypatch):
+    """What a recipe's stage has beyond the protocol (its memory check, calibration text,
+    processes, path) an import does not answer to: a probe for it finds nothing, where a
+    subclass of QuantizeStage would find quantize's."""
+    members = {m for m in dir(QuantizeStage) if not m.startswith("__")}
+    members |= {f.name for f in fields(QuantizeStage)}  # those without a default too
+    quantize_only = members - get_protocol_members(Artifact)
+    assert {"memory_verdict", "check_memory", "load_texts", "texts", "path"} <= quantize_only
+    stage = _import(tmp_path, monkeypatch)
+    assert sorted(m for m in quantize_only if hasattr(stage, m)) == []
 
 
 def test_an_imports_host_fit_checks_nothing(tmp_path, monkeypatch):

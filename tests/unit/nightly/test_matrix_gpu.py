@@ -30,7 +30,9 @@ def test_every_cell_of_the_gpu_matrix_fits_one_node_of_eight(tmp_path, monkeypat
     monkeypatch.setenv("RUNS_DIR", str(tmp_path))
     m, _ = matrix.load(str(GPU_MATRIX))
     node = placement.Node("n" * 16, "10.0.0.1", gpus=8, cpus=64)
-    for cell in matrix.cells(m):
+    cells = matrix.cells(m)
+    assert "llama3-70b" in {c.model for c in cells}  # the largest: the one that might not fit
+    for cell in cells:
         assert aliases.resolve(cell.model).source == "alias", cell.model
         held = placement.reserve(cell, [node], m.gpu)
         assert 1 <= held.gpus <= 8, (cell.model, cell.name, held)
