@@ -14,9 +14,9 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pipeline.artifact import Artifact
 from pipeline.chain.stages import LATER
 from pipeline.core import devices, own_process
-from pipeline.core.artifact import Artifact
 from pipeline.core.errors import NotOnThisHost, PipelineError, debugging
 from pipeline.core.outcome import Outcome, StageOutcome, overall
 from pipeline.core.stage import execute

@@ -12,11 +12,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.artifact import Artifact
 from pipeline.chain import flow
 from pipeline.chain.stages import LATER
 from pipeline.core import devices, environment
-from pipeline.core.artifact import Artifact
-from pipeline.core.paths import hub_cache, runs_root
+from pipeline.core.paths import hub_cache, runs_root, runs_root_variable
 from pipeline.core.serving_env import driver_refusals
 from pipeline.core.stage_plan import NO_OPTIONS, Options, StagePlan, Upstream
 from pipeline.planning.engine_plan import gpu_count
@@ -117,7 +117,7 @@ def _fix(roots: set) -> str:
     """The variables that move what the chain writes under `roots`."""
     hub = str(hub_cache()) in roots
     runs = str(runs_root()) in roots
-    return " or ".join(["HF_HUB_CACHE"] * hub + ["RUNS_DIR"] * runs) or "them"
+    return " or ".join(["HF_HUB_CACHE"] * hub + [runs_root_variable()] * runs) or "them"
 
 
 def _existing(root: Path) -> Path:

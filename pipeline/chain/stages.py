@@ -5,7 +5,7 @@ plan.py, results.py) and one line here."""
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipeline.core.artifact import Artifact
+from pipeline.artifact import Artifact
 from pipeline.core.stage import Stage
 from pipeline.core.stage_plan import Options, StagePlan, Upstream
 from pipeline.eval import plan as eval_plan

@@ -114,6 +114,12 @@ def _importable(scheme: str, shown: str) -> None:
         ) from None
 
 
+def runs_root_variable() -> str:
+    """The variable that moves runs_root(): RUNS_DIR, or for object storage the cache its local
+    mirror lives under (pointing RUNS_DIR elsewhere would free no byte there)."""
+    return "PIPELINE_CACHE" if runs_url() else "RUNS_DIR"
+
+
 def mirror_root(remote: str) -> Path:
     """Where run folders stored at `remote` are worked on: under the cache."""
     scheme, _, rest = remote.partition("://")

@@ -16,14 +16,11 @@ the metrics recorded in the manifest.
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from pipeline.core import environment, objectstore
-from pipeline.core.files import sha256_json, staging_dir
+from pipeline.core.files import sha256_json
 from pipeline.core.rundir import HISTORY_STAGES, RunDir, StageEntry, now
-
-if TYPE_CHECKING:
-    from pipeline.core.artifact import Artifact
 
 KEEP_RESULTS = 8  # per stage and run dir; older ones are pruned (`make clean-cache` for more)
 
@@ -47,22 +44,6 @@ class Stage(Protocol):
     # where `work` writes: most stages take staging_dir (`staging = staticmethod(staging_dir)`);
     # serve keeps a failed attempt's files aside, publish writes beside its earlier cards
     def staging(self, final: Path) -> AbstractContextManager[Path]: ...
-
-
-class AfterQuantize:
-    """For the stages that work on an artifact (eval, serve, publish): they live in its
-    quantize stage's run dir and record the same model and recipe header."""
-
-    quantize: "Artifact"  # the quantize or import stage that made it
-    staging = staticmethod(staging_dir)  # serve and publish bring their own
-
-    @property
-    def rundir(self) -> RunDir:
-        return self.quantize.rundir
-
-    @property
-    def header(self) -> dict:
-        return self.quantize.header
 
 
 def folder_for(stage: Stage, fingerprint: str) -> str:

@@ -21,7 +21,7 @@ from pipeline.planning.geometry import Geometry
 from pipeline.quantize.memory import RUNTIME
 
 if TYPE_CHECKING:
-    from pipeline.core.artifact import Artifact
+    from pipeline.artifact import Artifact
 
 GIB = 2**30
 BATCH_WINDOWS = 4  # windows per forward: bounds memory (a batch's logits, log-probs and ranks)

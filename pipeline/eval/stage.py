@@ -16,13 +16,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.artifact import AfterQuantize, Artifact
 from pipeline.config.recipe import EvalSettings
 from pipeline.core import devices, environment, quiet, serving_env
-from pipeline.core.artifact import Artifact
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.rundir import StageEntry
-from pipeline.core.stage import AfterQuantize
 from pipeline.data import texts
 from pipeline.eval import (
     answers,

@@ -10,7 +10,7 @@ artifact.
     external/compressed-tensors/  where the hf backend cannot run the format as shipped: the same
                                   weights converted (GPTQ, AWQ packing), what hf evaluates
 
-It is an Artifact (pipeline/core/artifact.py) as a recipe's quantize stage is, with every member
+It is an Artifact (pipeline/artifact/protocol.py) as a recipe's quantize stage is, with every member
 its own: it shares with that stage only the header, the finished entry and the results
 (pipeline/quantize/record.py), and checks no host memory (it quantizes nothing).
 
@@ -60,7 +60,7 @@ HOST_FIT = (
 
 @dataclass
 class ImportStage:
-    """An Artifact (pipeline/core/artifact.py) with every member its own: no quantize stage
+    """An Artifact (pipeline/artifact/protocol.py) with every member its own: no quantize stage
     underneath, so nothing of quantizing (memory, calibration text) applies by accident."""
 
     ref: aliases.ModelRef  # the base: its config and tokenizer checked the artifact's

@@ -1,15 +1,11 @@
 """The import stage's plan as the chain shows it: nothing to quantize; the base model's
 download (its log-probs are the reference) and the checkpoint as shipped."""
 
-from typing import TYPE_CHECKING
-
+from pipeline.artifact import Artifact
 from pipeline.core.stage_plan import ArtifactPlan
 
-if TYPE_CHECKING:
-    from pipeline.external.stage import ImportStage
 
-
-def plan(stage: "ImportStage") -> ArtifactPlan:
+def plan(stage: Artifact) -> ArtifactPlan:
     shipped = stage.plan()["ideal_bytes"]
     base = stage.geometry.original_bytes
     downloads = [] if stage.ref.source in ("local", "tiny") else [("original (hub cache)", base)]

@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.advise import rank as advise
+from pipeline.artifact import AfterQuantize, Artifact
 from pipeline.core import environment
-from pipeline.core.artifact import Artifact
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir, write_json_atomic
 from pipeline.core.paths import REPO, cache_root, runs_root
 from pipeline.core.rundir import StageEntry
-from pipeline.core.stage import AfterQuantize
 from pipeline.eval import results as eval_results
 from pipeline.perf import prices
 from pipeline.planning import gpus

@@ -9,7 +9,7 @@ from pipeline.core.rundir import StageEntry
 from pipeline.models import aliases
 
 if TYPE_CHECKING:
-    from pipeline.core.artifact import Artifact
+    from pipeline.artifact import Artifact
 
 
 def header(stage: "Artifact") -> dict:

@@ -49,7 +49,7 @@ ONLINE = (
 
 @dataclass
 class QuantizeStage:
-    """A recipe's quantize stage: an Artifact (pipeline/core/artifact.py), as an import is."""
+    """A recipe's quantize stage: an Artifact (pipeline/artifact/protocol.py), as an import is."""
 
     ref: aliases.ModelRef
     geometry: Geometry

@@ -4,20 +4,25 @@ earlier quantize on this host and path, as bf16 bytes per second, where one meas
 large enough for its rate to scale (a tiny model's run is start-up, not throughput)."""
 
 import json
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from pipeline.artifact import Artifact
 from pipeline.core import environment
 from pipeline.core.paths import runs_root
 from pipeline.core.stage_plan import ArtifactPlan
 from pipeline.perf import timing
 
-if TYPE_CHECKING:
-    from pipeline.quantize.stage import QuantizeStage
+
+class Quantizing(Artifact, Protocol):
+    """What this plan reads of the quantize stage: an artifact made along a path."""
+
+    path: str  # "model-free", "oneshot", … (its own rate on this host)
+
 
 SCALES_FROM = 2**30  # bf16 bytes a measured run must have quantized for its rate to scale
 
 
-def plan(q: "QuantizeStage") -> ArtifactPlan:
+def plan(q: "Quantizing") -> ArtifactPlan:
     original = q.geometry.original_bytes
     built = q.plan()
     memory = built.get("memory_bytes") or {}
@@ -43,7 +48,7 @@ def plan(q: "QuantizeStage") -> ArtifactPlan:
     return found
 
 
-def _time(q: "QuantizeStage", original: int) -> tuple[float | None, str]:
+def _time(q: "Quantizing", original: int) -> tuple[float | None, str]:
     """From the newest earlier run on this host with the same path: bf16 bytes per second."""
     rates, small = [], []
     host = environment.host()["hostname"]

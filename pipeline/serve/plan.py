@@ -1,21 +1,33 @@
-"""The serve stage's plan, from the config alone (no torch): each side's engine (here and on
-reference GPUs), where the two sides run and the exact `vllm serve` each starts (the stage's own
-settings and placement: serve/stage.py's `planned` and `launches`), and its time — this host's
-measured start-up and per-step overheads + the bound of the benchmark's steps."""
+"""The serve stage's plan, from the config alone (no torch): the artifact's serve settings and
+where each side runs (`planned`: what the stage starts), the exact `vllm serve` each side starts
+(`launches`), each side's engine (here and on reference GPUs), and its time — this host's
+measured start-up and per-step overheads + the bound of the benchmark's steps.
+
+    settings, placement = planned(q, overrides)  # what ServeStage.prepare starts; --dry-run too
+    launches(q, settings, placement)["quantized"].shell()  # that side's `vllm serve` command
+"""
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.core.errors import NotOnThisHost
+from pipeline.config.recipe import RecipeFile, ServeSettings
+from pipeline.config.strict import validated
+from pipeline.core import devices
+from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.stage_plan import Options, StagePlan, Upstream
 from pipeline.perf import bound, host, timing
-from pipeline.planning import engine_plan
+from pipeline.planning import deployment, engine_plan, engines, layout, parallel
 from pipeline.planning.engine_plan import Traffic
 from pipeline.planning.geometry import Geometry
-from pipeline.serve import stage as serve_stage
+from pipeline.planning.gpus import GPUS_PER_NODE
+from pipeline.planning.placement import Placement, SidePlace
+from pipeline.planning.weights import artifact_bytes
+from pipeline.serve import server
+from pipeline.serve.measure import max_model_len_of
 
 if TYPE_CHECKING:
-    from pipeline.core.artifact import Artifact
+    from pipeline.artifact import Artifact
 
 LOGS_BYTES = 2 * 2**20  # server logs and benchmark results
 
@@ -47,21 +59,21 @@ def plan(a: "Artifact", options: Options, up: Upstream) -> ServePlan:
     )
     found.time_seconds, found.time = _time(a, s)
     try:  # the stage's own settings, placement and launches: what `serve` would start
-        settings, placed = serve_stage.planned(a, options.serve_overrides or {})
+        settings, placed = planned(a, options.serve_overrides or {})
     except NotOnThisHost as e:
         found.refusals.append(str(e))
         found.placement = {"refused": str(e)}
         return found
     if placed.mode != "cpu":
-        _as_placed(found, placed, sides)
+        _engines_as_placed(found, placed, sides)
     found.launches = {
         side: {"command": launch.shell(), "argv": launch.argv, "env": launch.env}
-        for side, launch in serve_stage.launches(a, settings, placed).items()
+        for side, launch in launches(a, settings, placed).items()
     }
     return found
 
 
-def _as_placed(found: ServePlan, placed, sides: dict) -> None:
+def _engines_as_placed(found: ServePlan, placed: Placement, sides: dict) -> None:
     """Each engine as the placement sizes it (the command line's --tensor-parallel-size …)."""
     for label, engine in found.engines.items():
         side = placed.side("original" if label == "original" else "quantized")
@@ -115,3 +127,152 @@ def work(g: Geometry, recipe, settings, hw, gpus: int = 1) -> dict:
             total += settings.repeats * rounds * (prefill + settings.output_len * step)
         levels[c] = {"step_seconds": steps, "benchmark_seconds": total}
     return levels
+
+
+def planned(q: "Artifact", overrides: dict | None = None) -> tuple[ServeSettings, Placement]:
+    """The artifact's serve settings (the recipe's, the command line's overrides, as placed)
+    and where each side runs: what the stage starts and what its dry run shows. Refuses a
+    tensor-parallel size vLLM would refuse (UserError) or one larger than the GPUs seen
+    (NotOnThisHost)."""
+    base = q.recipe.spec.serve.model_dump()
+    settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
+    check_fit(settings, q.geometry)
+    placement = _placed(q, settings, overrides or {})
+    settings = _as_placed(settings, placement.side("quantized"))
+    if placement.side("quantized").gpus:  # the TP as placed (given, or the planner's)
+        settings = _expert_parallel(q, settings, overrides or {})
+        check_fit(settings, q.geometry, q.recipe)  # blocks or groups straddling a shard: refused
+    return settings, placement
+
+
+def _expert_parallel(q: "Artifact", settings: ServeSettings, overrides: dict):
+    """Expert parallel on where the placed TP would slice the experts through the recipe's
+    blocks or groups and whole experts load (planning/deployment.split), unless the recipe or
+    the command line says otherwise."""
+
+    if "expert_parallel" in q.recipe.spec.serve.model_fields_set | set(overrides):
+        return settings
+    found = deployment.split(q.geometry, q.recipe, settings.tensor_parallel_size)
+    return settings.model_copy(update={"expert_parallel": found.expert_parallel})
+
+
+def original_settings(settings: ServeSettings, placement: Placement) -> ServeSettings:
+    """The original as it is served without the pipeline: its own 16-bit KV cache (an FP8 KV
+    cache is part of what a recipe buys, so it is compared against the original's), on the GPUs
+    the placement gave it (it may need more than the artifact)."""
+    settings = settings.model_copy(update={"kv_cache_dtype": "auto"})
+    return _as_placed(settings, placement.side("original"))
+
+
+def launches(
+    q: "Artifact", settings: ServeSettings, placement: Placement, port: int | str = "PORT"
+) -> dict[str, server.Launch]:
+    """Each side's vLLM server as the stage starts it ({"original", "quantized"}), for the dry
+    run: the port is picked at start-up unless --port gives one."""
+
+    original = q.model_path or q.ref.load_id
+    sides = {
+        "original": (original, "original", original_settings(settings, placement), []),
+        "quantized": (
+            original if q.recipe.online else q.artifact,
+            q.recipe.name,
+            settings,
+            q.recipe.vllm_args(),
+        ),
+    }
+    return {
+        key: server.launch(Path(model), f"{q.ref.name}-{name}", s, port,
+                           max_model_len_of(q.geometry, s), extra, placement.side(key).gpus)
+        for key, (model, name, s, extra) in sides.items()
+    }  # fmt: skip
+
+
+def _placed(q: "Artifact", settings: ServeSettings, overrides: dict) -> Placement:
+    """Where each side runs on the GPUs this process sees. Each side's TP comes from the
+    planner for the sweep's largest concurrency × (input + output) tokens, unless the recipe
+    or the command line sets tensor_parallel_size (then both sides take it). With the cached
+    original, each side is placed as a paired run places it (the "alone" mode: only the
+    artifact's server starts), so that both sides compare at the same share and TP."""
+
+    given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set | set(overrides)
+    users, context = max(settings.concurrency), settings.input_len + settings.output_len
+    sides = [
+        engines.ServeSide("original", "original", q.geometry.original_bytes, "auto"),
+        engines.ServeSide(
+            "quantized",
+            q.recipe.name,
+            artifact_bytes(q.recipe, q.geometry),
+            settings.kv_cache_dtype,
+            q.recipe,
+        ),
+    ]
+    found = engines.serve_placement(
+        q.geometry,
+        sides,
+        devices.seen(),
+        users,
+        context,
+        settings.tensor_parallel_size if given else None,
+        settings.gpu_memory_utilization,
+        settings.pipeline_parallel_size,
+        max_model_len=max_model_len_of(q.geometry, settings),  # what the servers start with
+    )
+    if settings.original == "paired" or found.mode == "cpu":
+        return found
+    return Placement(
+        "alone",
+        found.sides,
+        f"the original from its cached reference, the artifact served alone; each where a "
+        f"paired serve places it ({found.mode}), at the same share and TP",
+    )
+
+
+def _as_placed(settings: ServeSettings, placed: SidePlace) -> ServeSettings:
+    if not placed.gpus:  # CPU: the settings as they are
+        return settings
+    update = {
+        "tensor_parallel_size": placed.tensor_parallel_size,
+        "gpu_memory_utilization": placed.memory_share,
+    }
+    return settings.model_copy(update=update)
+
+
+def check_fit(
+    settings: ServeSettings, g: Geometry | None, recipe: RecipeFile | None = None
+) -> None:
+    """What vLLM would refuse at start-up, after minutes of quantizing: refused up front —
+    with `recipe`, also a TP whose split straddles its blocks or groups (planning/layout.py).
+    g None: a model whose shape is unknown here (only the settings are checked)."""
+    tp = settings.tensor_parallel_size
+    if g is not None and (why := parallel.tp_refusal(tp, g)):
+        valid = parallel.tensor_parallel_sizes(g, GPUS_PER_NODE)
+        raise UserError(
+            f"tensor_parallel_size {tp}: vLLM refuses it for this model: {why} "
+            f"(valid within a node: {', '.join(map(str, valid))})"
+        )
+    if recipe is not None and g is not None:
+        _check_layout(tp, settings.expert_parallel, g, recipe)
+    longest = g.max_position if g is not None else None
+    if settings.max_model_len and longest and settings.max_model_len > longest:
+        raise UserError(
+            f"max_model_len {settings.max_model_len:,} is longer than the model's "
+            f"max_position_embeddings {longest:,}"
+        )
+
+
+def _check_layout(tp: int, expert_parallel: bool, g: Geometry, recipe: RecipeFile) -> None:
+    """vLLM refuses weights whose blocks or groups straddle a TP shard: one line naming the
+    layouts that load."""
+
+    if not (why := layout.recipe_refusal(g, recipe, tp, expert_parallel)):
+        return
+    loads = []
+    for size in parallel.tensor_parallel_sizes(g, GPUS_PER_NODE):
+        found = deployment.split(g, recipe, size)
+        if found.loads:
+            loads.append(f"{size} with --expert-parallel" if found.expert_parallel else str(size))
+    why = why.replace(f"({layout.EP_FLAG})", "(--expert-parallel)")
+    raise UserError(
+        f"tensor_parallel_size {tp}: vLLM 0.32 would refuse {recipe.name}'s artifact: {why} "
+        f"(loads at TP {', '.join(loads) or 'none within a node'})"
+    )

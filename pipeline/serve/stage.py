@@ -12,6 +12,8 @@ A cached run places both sides where a paired run on these GPUs would (an 8B on 
 of it each, as when they share it), so that it finds the paired run's reference and its artifact is
 measured alike; a reference kept only under another placement (another share, TP or PP: another
 KV cache and throughput) is refused in one line that says what to run, never replaced silently.
+The settings as placed and each side's GPUs, TP and share come from the config alone
+(pipeline/serve/plan.py: `planned`, what --dry-run shows too).
 
 Results: runs/<model>/<recipe>/serve/<fingerprint>/results.json (pipeline/serve/results.py),
 the benchmark JSONs and logs beside it (the paired original's under original/), and the
@@ -27,24 +29,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.config.recipe import RecipeFile, ServeSettings
-from pipeline.config.strict import validated
+from pipeline.artifact import AfterQuantize, Artifact
+from pipeline.config.recipe import ServeSettings
 from pipeline.core import devices, environment, serving_env
 from pipeline.core.errors import ServerError, UserError
 from pipeline.core.files import sha256_json, staging_dir, waiting_lock, write_json_atomic
 from pipeline.core.rundir import StageEntry
-from pipeline.core.stage import AfterQuantize
 from pipeline.models import kv_layout
-from pipeline.planning import deployment, engines, kv_cache, layout, parallel
+from pipeline.planning import kv_cache
 from pipeline.planning.geometry import Geometry
-from pipeline.planning.gpus import GPUS_PER_NODE, this_node
+from pipeline.planning.gpus import this_node
 from pipeline.planning.placement import Placement, SidePlace
 from pipeline.planning.weights import artifact_bytes
-from pipeline.quantize.stage import QuantizeStage
 from pipeline.serve import cost, server, slo
+from pipeline.serve import plan as serve_plan
 from pipeline.serve import results as serve_results
 from pipeline.serve.compare import compare
-from pipeline.serve.measure import Side, max_model_len_of, measure
+from pipeline.serve.measure import Side, measure
 from pipeline.serve.results import EngineFacts, Measurement, Predicted, ServeResults, Slo
 
 # not inputs of the measurement: where and how long to wait for the server
@@ -55,7 +56,7 @@ PLACED = {"tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilizat
 
 @dataclass
 class ServeStage(AfterQuantize):
-    quantize: QuantizeStage
+    quantize: Artifact
     settings: ServeSettings
     placement: Placement  # each side's GPUs, TP and share (pipeline/planning/placement.py)
     port: int | None = None
@@ -68,10 +69,10 @@ class ServeStage(AfterQuantize):
 
     @classmethod
     def prepare(
-        cls, q: QuantizeStage, overrides: dict | None = None, port: int | None = None
+        cls, q: Artifact, overrides: dict | None = None, port: int | None = None
     ) -> "ServeStage":
         serving_env.require("serve")
-        settings, placement = planned(q, overrides)
+        settings, placement = serve_plan.planned(q, overrides)
         serving_env.require_online(q.recipe, "serve")
         for scheme, _ in q.recipe.schemes():  # a mixed-precision recipe: each of its schemes
             serving_env.require_scheme(scheme, "serve")
@@ -86,7 +87,7 @@ class ServeStage(AfterQuantize):
         return cls(quantize=q, settings=settings, placement=placement, port=port)
 
     def original_settings(self) -> ServeSettings:
-        return original_settings(self.settings, self.placement)
+        return serve_plan.original_settings(self.settings, self.placement)
 
     def original_key(self) -> str:
         """The original's references for this model, settings and host: one folder, with one
@@ -321,114 +322,6 @@ def _host_inputs() -> dict:
     }
 
 
-def planned(q: QuantizeStage, overrides: dict | None = None) -> tuple[ServeSettings, Placement]:
-    """The artifact's serve settings (the recipe's, the command line's overrides, as placed)
-    and where each side runs: what the stage starts and what its dry run shows. Refuses a
-    tensor-parallel size vLLM would refuse (UserError) or one larger than the GPUs seen
-    (NotOnThisHost)."""
-    base = q.recipe.spec.serve.model_dump()
-    settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
-    check_fit(settings, q.geometry)
-    placement = _placed(q, settings, overrides or {})
-    settings = _as_placed(settings, placement.side("quantized"))
-    if placement.side("quantized").gpus:  # the TP as placed (given, or the planner's)
-        settings = _expert_parallel(q, settings, overrides or {})
-        check_fit(settings, q.geometry, q.recipe)  # blocks or groups straddling a shard: refused
-    return settings, placement
-
-
-def _expert_parallel(q: QuantizeStage, settings: ServeSettings, overrides: dict):
-    """Expert parallel on where the placed TP would slice the experts through the recipe's
-    blocks or groups and whole experts load (planning/deployment.split), unless the recipe or
-    the command line says otherwise."""
-
-    if "expert_parallel" in q.recipe.spec.serve.model_fields_set | set(overrides):
-        return settings
-    found = deployment.split(q.geometry, q.recipe, settings.tensor_parallel_size)
-    return settings.model_copy(update={"expert_parallel": found.expert_parallel})
-
-
-def original_settings(settings: ServeSettings, placement: Placement) -> ServeSettings:
-    """The original as it is served without the pipeline: its own 16-bit KV cache (an FP8 KV
-    cache is part of what a recipe buys, so it is compared against the original's), on the GPUs
-    the placement gave it (it may need more than the artifact)."""
-    settings = settings.model_copy(update={"kv_cache_dtype": "auto"})
-    return _as_placed(settings, placement.side("original"))
-
-
-def launches(
-    q: QuantizeStage, settings: ServeSettings, placement: Placement, port: int | str = "PORT"
-) -> dict[str, server.Launch]:
-    """Each side's vLLM server as the stage starts it ({"original", "quantized"}), for the dry
-    run: the port is picked at start-up unless --port gives one."""
-
-    original = q.model_path or q.ref.load_id
-    sides = {
-        "original": (original, "original", original_settings(settings, placement), []),
-        "quantized": (
-            original if q.recipe.online else q.artifact,
-            q.recipe.name,
-            settings,
-            q.recipe.vllm_args(),
-        ),
-    }
-    return {
-        key: server.launch(Path(model), f"{q.ref.name}-{name}", s, port,
-                           max_model_len_of(q.geometry, s), extra, placement.side(key).gpus)
-        for key, (model, name, s, extra) in sides.items()
-    }  # fmt: skip
-
-
-def _placed(q: QuantizeStage, settings: ServeSettings, overrides: dict) -> Placement:
-    """Where each side runs on the GPUs this process sees. Each side's TP comes from the
-    planner for the sweep's largest concurrency × (input + output) tokens, unless the recipe
-    or the command line sets tensor_parallel_size (then both sides take it). With the cached
-    original, each side is placed as a paired run places it (the "alone" mode: only the
-    artifact's server starts), so that both sides compare at the same share and TP."""
-
-    given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set | set(overrides)
-    users, context = max(settings.concurrency), settings.input_len + settings.output_len
-    sides = [
-        engines.ServeSide("original", "original", q.geometry.original_bytes, "auto"),
-        engines.ServeSide(
-            "quantized",
-            q.recipe.name,
-            artifact_bytes(q.recipe, q.geometry),
-            settings.kv_cache_dtype,
-            q.recipe,
-        ),
-    ]
-    found = engines.serve_placement(
-        q.geometry,
-        sides,
-        devices.seen(),
-        users,
-        context,
-        settings.tensor_parallel_size if given else None,
-        settings.gpu_memory_utilization,
-        settings.pipeline_parallel_size,
-        max_model_len=max_model_len_of(q.geometry, settings),  # what the servers start with
-    )
-    if settings.original == "paired" or found.mode == "cpu":
-        return found
-    return Placement(
-        "alone",
-        found.sides,
-        f"the original from its cached reference, the artifact served alone; each where a "
-        f"paired serve places it ({found.mode}), at the same share and TP",
-    )
-
-
-def _as_placed(settings: ServeSettings, placed: SidePlace) -> ServeSettings:
-    if not placed.gpus:  # CPU: the settings as they are
-        return settings
-    update = {
-        "tensor_parallel_size": placed.tensor_parallel_size,
-        "gpu_memory_utilization": placed.memory_share,
-    }
-    return settings.model_copy(update=update)
-
-
 def _record(placed: SidePlace) -> dict | None:
     return placed.record() if placed.gpus else None
 
@@ -451,47 +344,6 @@ def _where(placed, name: str) -> str:
     return (
         f"on GPU{'s' if len(gpus) > 1 else ''} {','.join(map(str, gpus))} at TP "
         f"{p['tensor_parallel_size']} with {p['gpu_memory_utilization']:g} of each"
-    )
-
-
-def check_fit(
-    settings: ServeSettings, g: Geometry | None, recipe: RecipeFile | None = None
-) -> None:
-    """What vLLM would refuse at start-up, after minutes of quantizing: refused up front —
-    with `recipe`, also a TP whose split straddles its blocks or groups (planning/layout.py).
-    g None: a model whose shape is unknown here (only the settings are checked)."""
-    tp = settings.tensor_parallel_size
-    if g is not None and (why := parallel.tp_refusal(tp, g)):
-        valid = parallel.tensor_parallel_sizes(g, GPUS_PER_NODE)
-        raise UserError(
-            f"tensor_parallel_size {tp}: vLLM refuses it for this model: {why} "
-            f"(valid within a node: {', '.join(map(str, valid))})"
-        )
-    if recipe is not None and g is not None:
-        _check_layout(tp, settings.expert_parallel, g, recipe)
-    longest = g.max_position if g is not None else None
-    if settings.max_model_len and longest and settings.max_model_len > longest:
-        raise UserError(
-            f"max_model_len {settings.max_model_len:,} is longer than the model's "
-            f"max_position_embeddings {longest:,}"
-        )
-
-
-def _check_layout(tp: int, expert_parallel: bool, g: Geometry, recipe: RecipeFile) -> None:
-    """vLLM refuses weights whose blocks or groups straddle a TP shard: one line naming the
-    layouts that load."""
-
-    if not (why := layout.recipe_refusal(g, recipe, tp, expert_parallel)):
-        return
-    loads = []
-    for size in parallel.tensor_parallel_sizes(g, GPUS_PER_NODE):
-        found = deployment.split(g, recipe, size)
-        if found.loads:
-            loads.append(f"{size} with --expert-parallel" if found.expert_parallel else str(size))
-    why = why.replace(f"({layout.EP_FLAG})", "(--expert-parallel)")
-    raise UserError(
-        f"tensor_parallel_size {tp}: vLLM 0.32 would refuse {recipe.name}'s artifact: {why} "
-        f"(loads at TP {', '.join(loads) or 'none within a node'})"
     )
 
 

@@ -71,6 +71,18 @@ def test_disk_short_of_the_chain_is_refused(capsys, monkeypatch, tmp_path):
     assert any(r.startswith("disk: the chain writes ~") for r in plan["refusals"])
 
 
+def test_a_disk_refusal_names_the_variable_that_moves_the_files(monkeypatch, tmp_path):
+    """With RUNS_DIR in object storage the stages write its mirror under PIPELINE_CACHE:
+    pointing RUNS_DIR elsewhere would not free a byte there."""
+    monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
+    assert chain_plan._fix({str(tmp_path / "runs")}) == "RUNS_DIR"
+    monkeypatch.setenv("RUNS_DIR", "s3://bucket/runs")
+    mirror = chain_plan.runs_root()
+    assert mirror.is_relative_to(tmp_path / "cache")
+    assert chain_plan._fix({str(mirror)}) == "PIPELINE_CACHE"
+
+
 def _measured_quantize(tmp_path, model: str, mib_s: int, bf16_bytes: int) -> None:
     """An earlier model-free quantize on this host, as its manifest records it."""
     from pipeline.core import environment

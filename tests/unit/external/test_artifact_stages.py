@@ -1,5 +1,5 @@
 """The two stages that make an artifact — a recipe's quantize and an import — are each an
-Artifact (pipeline/core/artifact.py) on their own: the import inherits nothing from quantize, so
+Artifact (pipeline/artifact/protocol.py) on their own: the import inherits nothing from quantize, so
 every member eval, serve, publish and the chain use is one it states, and its host fit is a
 None with nothing checked, never a quantize memory verdict."""
 
@@ -8,7 +8,7 @@ from dataclasses import fields
 
 from typing_extensions import get_protocol_members
 
-from pipeline.core.artifact import Artifact
+from pipeline.artifact import Artifact
 from pipeline.external import match
 from pipeline.external.stage import HOST_FIT, ImportStage
 from pipeline.models.tiny.spec import CONFIG

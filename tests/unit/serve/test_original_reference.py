@@ -16,8 +16,9 @@ from pipeline.core import devices
 from pipeline.core.errors import UserError
 from pipeline.planning import geometry
 from pipeline.serve import stage as serve_stage
+from pipeline.serve.plan import planned
 from pipeline.serve.results import Measurement
-from pipeline.serve.stage import ServeStage, planned
+from pipeline.serve.stage import ServeStage
 from tests.unit.core.test_devices import standin
 
 CONFIG = Path(serve_stage.__file__).parents[1] / "models" / "configs"

@@ -9,16 +9,14 @@ quantized elsewhere (pipeline/external/stage.py).
 """
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from pipeline.config.recipe import Calibration, RecipeFile
 from pipeline.core.rundir import StageEntry
 from pipeline.core.stage import Stage
-
-if TYPE_CHECKING:  # core imports no other part of the pipeline at run time
-    from pipeline.config.recipe import Calibration, RecipeFile
-    from pipeline.core.stage_plan import ArtifactPlan
-    from pipeline.models.aliases import ModelRef
-    from pipeline.planning.geometry import Geometry
+from pipeline.core.stage_plan import ArtifactPlan
+from pipeline.models.aliases import ModelRef
+from pipeline.planning.geometry import Geometry
 
 
 class Artifact(Stage, Protocol):
@@ -27,10 +25,10 @@ class Artifact(Stage, Protocol):
 
     # from Stage: name ("quantize" for both: the key later stages look up), folder, rundir,
     # header (model and recipe), inputs, before_work, work, outputs, load_results, staging
-    ref: "ModelRef"  # the base model (an import's too: its log-probs are the reference)
-    geometry: "Geometry"
-    recipe: "RecipeFile"  # an import's: its format described as a recipe
-    calibration: "Calibration"
+    ref: ModelRef  # the base model (an import's too: its log-probs are the reference)
+    geometry: Geometry
+    recipe: RecipeFile  # an import's: its format described as a recipe
+    calibration: Calibration
     model_path: Path | None  # the base model's files, once load_inputs has run
     model_identity: dict
     max_memory: int | None  # --max-memory (None: what the host has; always None for an import)
@@ -58,4 +56,4 @@ class Artifact(Stage, Protocol):
 
     def describe_plan(self) -> tuple[dict, str]: ...  # that plan with its host fit, and as text
 
-    def stage_plan(self) -> "ArtifactPlan": ...  # the chain's view: where, memory, files, time
+    def stage_plan(self) -> ArtifactPlan: ...  # the chain's view: where, memory, files, time

@@ -1,0 +1,21 @@
+"""The stages that work on an artifact (eval, serve, publish): they live in its quantize (or
+import) stage's run dir and record the same model and recipe header."""
+
+from pipeline.artifact.protocol import Artifact
+from pipeline.core.files import staging_dir
+from pipeline.core.rundir import RunDir
+
+
+class AfterQuantize:
+    """The base of eval, serve and publish: run dir and header are their artifact's."""
+
+    quantize: Artifact  # the quantize or import stage that made it
+    staging = staticmethod(staging_dir)  # serve and publish bring their own
+
+    @property
+    def rundir(self) -> RunDir:
+        return self.quantize.rundir
+
+    @property
+    def header(self) -> dict:
+        return self.quantize.header
