@@ -21,7 +21,8 @@ Docs: {DOCS}."""
 EXIT_CODES = """exit codes: 0 ok · 1 internal error (also a server or hub failure)
 · 2 user error (bad input; nothing was created) · 3 a gate failed (results complete,
 quality below the recipe's gates) · 4 not possible on this host (e.g. W4A16 without
-vLLM's kernel; a GPU can)."""
+vLLM's kernel; a GPU can) · 75 transient: try again later (a locked or unanswering
+results database)."""
 JSON_NOTE = (
     "--json prints the outcome as one JSON line on stdout (`python -m pipeline schema outcome`)."
 )

@@ -1,7 +1,12 @@
 """The failures a command can end with, each with its exit code and a machine-readable reason.
 
     0 ok · 1 internal error (a server or hub failure too) · 2 user error · 3 a gate failed (or
-    was inconclusive: too few items to decide it) · 4 not possible on this host
+    was inconclusive: too few items to decide it) · 4 not possible on this host · 75 transient:
+    try again later (a locked SQLite file, a database that did not answer in time) · 130
+    interrupted
+
+75 is sysexits.h's EX_TEMPFAIL, which cron wrappers and mail agents already read as "retry":
+a condition that clears by itself is no user's mistake (2), and no bug of ours (1).
 
 Messages are for people and may be reworded; programs (nightly) read `reason`, never the text.
 A failed gate is no exception: the results are complete, and the flow reports it (exit 3).
@@ -33,6 +38,17 @@ class NotOnThisHost(PipelineError):
     reason = "unsupported"
 
 
+class Transient(PipelineError):
+    """A condition that clears by itself (another process's lock, a server still starting):
+    nothing to fix, the same command later succeeds."""
+
+    exit_code = 75
+    reason = "transient"
+
+    def __init__(self, message: str):
+        super().__init__(f"{message}: try again later, it clears by itself")
+
+
 class ServerError(PipelineError):
     """A vLLM server that failed to start or died; the message carries its log's last lines."""
 
@@ -54,6 +70,7 @@ class HubError(PipelineError):
 EXIT_CODES = {"ok": 0, "internal_error": 1, "server_error": 1, "hub_error": 1}
 EXIT_CODES |= {"artifact_check": 1}
 EXIT_CODES |= {"user_error": 2, "gate_failed": 3, "unsupported": 4, "interrupted": 130}
+EXIT_CODES |= {"transient": 75}  # sysexits.h's EX_TEMPFAIL
 EXIT_CODES |= {"gate_inconclusive": 3}  # a gate whose data cannot decide it: no pass either
 
 

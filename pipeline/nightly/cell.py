@@ -63,7 +63,7 @@ def execute(
 
 def stop_running() -> None:
     """End every cell this process runs now, with everything it started: the driver lost its
-    lease (store.py), so its cells are another driver's now, and a survivor would hold their
+    lease (store/leases.py), so its cells are another driver's now, and a survivor would hold their
     run folders' locks against it."""
     for pid in list(_RUNNING):
         with contextlib.suppress(ProcessLookupError):

@@ -35,13 +35,13 @@ class Local:
         self.timeout_s = timeout_s
 
     def run(self, cells: list[Cell], log_dir: str, done: Done, claim: Claim = bool) -> None:
-        progress = bar(total=len(cells), desc="nightly cells", unit="cell")
-        for cell in cells:
-            progress.set_postfix_str(f"{cell.model} × {cell.name}", refresh=True)
-            if claim(cell):  # claimed just before it runs: drivers share a matrix cell by cell
-                done(execute(cell, log_dir, self.timeout_s))
-            progress.update()
-        progress.close()
+        # closed however the night ends: a driver that stops says why on a line of its own
+        with bar(total=len(cells), desc="nightly cells", unit="cell") as progress:
+            for cell in cells:
+                progress.set_postfix_str(f"{cell.model} × {cell.name}", refresh=True)
+                if claim(cell):  # claimed just before it runs: drivers share a matrix cell by cell
+                    done(execute(cell, log_dir, self.timeout_s))
+                progress.update()
 
 
 class Ray:
@@ -83,24 +83,24 @@ class Ray:
             submit(queue.pop(0))
         progress = bar(total=sum(map(len, queues.values())) + len(pending),
                        desc="nightly cells (ray)", unit="cell")  # fmt: skip
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
-            lost = {} if ready else self._unplaceable(pending)
-            for ref in ready or lost:
-                cell, group = pending.pop(ref)
-                if ref in lost:
-                    done(_failed(cell, lost[ref]))
-                else:
-                    try:
-                        done(ray.get(ref))
-                    except ray.exceptions.RayError as e:  # lost twice: failed, the night goes on
-                        done(_failed(cell, f"ray: {_first_line(e)}"))
-                with contextlib.suppress(Exception):
-                    remove_placement_group(group)
-                if queues[cell.folder]:
-                    submit(queues[cell.folder].pop(0))
-                progress.update()
-        progress.close()
+        with progress:  # closed however the night ends, as Local's
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
+                lost = {} if ready else self._unplaceable(pending)
+                for ref in ready or lost:
+                    cell, group = pending.pop(ref)
+                    if ref in lost:
+                        done(_failed(cell, lost[ref]))
+                    else:
+                        try:
+                            done(ray.get(ref))
+                        except ray.exceptions.RayError as e:  # lost twice: failed, night goes on
+                            done(_failed(cell, f"ray: {_first_line(e)}"))
+                    with contextlib.suppress(Exception):
+                        remove_placement_group(group)
+                    if queues[cell.folder]:
+                        submit(queues[cell.folder].pop(0))
+                    progress.update()
 
     def _unplaceable(self, pending: dict) -> dict:
         """Cells still waiting whose reservation no node alive now holds (their node was lost

@@ -7,7 +7,7 @@ directories, so an unchanged night costs little. An interrupted run (its `ended`
 resumed by the next `make nightly` of the same matrix: the cells already recorded are kept —
 unless the commit, a library version, the executor or (local) the GPUs changed since it started:
 then the night starts a run of its own and says so (store.changed). A second driver on a matrix
-whose run is going joins it and takes only the cells nobody has claimed (store.py); the last
+whose run is going joins it and takes only the cells nobody has claimed (store/); the last
 driver to record a cell ends the run. A driver whose lease another driver took, or that cannot
 reach the database within the store's tries, stops its cells and says so in one line (exit 1).
 """
@@ -46,12 +46,12 @@ def pin_baseline(matrix_path: str | None, db: str | None, run_id: str) -> tuple[
     """Pin a run (or "latest") as the baseline later nights compare with; the run id pinned and
     the store's URL, its password masked."""
     m, _ = matrix.load(matrix_path)
-    store = open_store(db, m)
-    if run_id == "latest":
-        runs = store.run_ids()
-        run_id = runs[-1]["id"] if runs else "latest"
-    store.pin(run_id)
-    return run_id, secrets.url(store.url)
+    with open_store(db, m) as store:
+        if run_id == "latest":
+            runs = store.run_ids()
+            run_id = runs[-1]["id"] if runs else "latest"
+        store.pin(run_id)
+        return run_id, secrets.url(store.url)
 
 
 def nightly(
@@ -61,11 +61,11 @@ def nightly(
     cells = matrix.cells(m)  # every recipe and override checked before anything runs
     if executor not in executors.NAMES:
         raise UserError(f"unknown executor '{executor}' (valid: {', '.join(executors.NAMES)})")
-    store = open_store(db, m)
-    store.require_writable()  # a store this host may only read: one line, before the cluster
-    # the cluster and each cell's place on it checked before the night is recorded
-    with executors.connect(executor, cells, m.gpu, m.cell_timeout_s) as runner:
-        return _night(m, sha, cells, store, runner, new)
+    with open_store(db, m) as store:
+        store.require_writable()  # a store this host may only read: one line, before the cluster
+        # the cluster and each cell's place on it checked before the night is recorded
+        with executors.connect(executor, cells, m.gpu, m.cell_timeout_s) as runner:
+            return _night(m, sha, cells, store, runner, new)
 
 
 def _night(m, sha: str, cells: list, store: Store, runner, new: bool) -> tuple[str, str | None]:
@@ -95,7 +95,7 @@ def _drive(m, cells: list, store: Store, runner, held: Held) -> tuple[str, str |
         def done(result: dict) -> None:
             if alive.stopped is not None and result["status"] == "failed":
                 raise alive.stopped  # a cell this driver stopped: the next driver runs it
-            store.record_cell(run_id, result, held)  # a real result is kept even so
+            store.record_cell(run_id, result, held)  # LeaseLost where another took over
             alive()
 
         runner.run(todo, str(log_dir), done, claim)

@@ -60,15 +60,17 @@ def write(db: str | None, out_root: Path, matrix_path: str | None = None) -> Pat
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
-    store = night.open_store(db, None)
-    runs = store.run_ids()
-    if not runs:
-        raise UserError(f"no nightly runs in {secrets.url(store.url)}: run `make nightly` first")
-    latest = runs[-1]
-    rows = night.summarize(store, latest["id"], thresholds(matrix_path, latest))
-    history = store.history()
+    with night.open_store(db, None) as store:  # read here, then closed: the plots take a while
+        runs = store.run_ids()
+        if not runs:
+            raise UserError(
+                f"no nightly runs in {secrets.url(store.url)}: run `make nightly` first"
+            )
+        latest = runs[-1]
+        rows = night.summarize(store, latest["id"], thresholds(matrix_path, latest))
+        history = store.history()
+        cells = _latest_cells(store, runs)
     day = latest["started"][:10]
-    cells = _latest_cells(store, runs)
     with staging_dir(out_root / day) as tmp:
         left = [
             *_pareto(cells, tmp / "pareto.png"),

@@ -24,5 +24,5 @@ def test_priority_of_failures():
 def test_exit_codes_follow_the_status():
     codes = {s: Outcome.of("run", s).exit_code for s in EXIT_CODES}
     assert codes["ok"] == 0 and codes["user_error"] == 2 and codes["gate_failed"] == 3
-    assert codes["unsupported"] == 4
+    assert codes["unsupported"] == 4 and codes["transient"] == 75  # EX_TEMPFAIL: try again
     assert codes["internal_error"] == codes["server_error"] == codes["hub_error"] == 1

@@ -144,6 +144,25 @@ def test_a_driver_that_loses_the_database_stops_its_cell(own_pg, driver):
     assert store.cells_of(run["id"]) == [] and run["ended"] is None  # the next night resumes
 
 
+def test_a_stopped_driver_ends_its_progress_bar_s_line(capsys, monkeypatch, tmp_path):
+    """A driver stopping mid-night (its record refused) closes its bar first: the command's
+    `error:` line then starts a line of its own, not after the bar's text in a log."""
+    from pipeline.nightly import executors
+    from pipeline.nightly.store import LeaseLost
+
+    monkeypatch.setattr(executors, "execute", lambda cell, *_: _result(cell.model, cell.name))
+
+    def refused(result: dict) -> None:
+        raise LeaseLost("nightly run r was taken over by host-b:1:bbb")
+
+    # the traceback held (as the CLI holds it while it prints): the bar is not collected first
+    with pytest.raises(LeaseLost) as stopped:
+        executors.Local(None).run(CELLS, str(tmp_path), refused, claim=lambda cell: True)
+    err = capsys.readouterr().err
+    assert "nightly cells" in err and err.endswith("\n"), repr(err)
+    assert stopped.traceback
+
+
 def test_the_night_says_why_it_did_not_resume():
     from pipeline.nightly import night
     from pipeline.nightly.store import Held
@@ -191,6 +210,39 @@ def test_pin_and_report_messages_mask_the_password(postgres, capsys, monkeypatch
     Store(url).start_run("r1", "sha", FACTS, "local")
     code, out, err = _cli(capsys, "nightly", "--pin-baseline", "latest", "--db", url)
     assert code == 0 and f"baseline pinned: r1 ({shown})" in out, out + err
+
+
+def test_a_locked_or_silent_store_is_one_line_exit_75(capsys, monkeypatch, tmp_path):
+    """What clears by itself is no mistake: a SQLite file another process holds locked, a
+    PostgreSQL that accepts and never answers. Each one line, exit 75 (EX_TEMPFAIL)."""
+    import functools
+    import socket
+    import sqlite3
+
+    from pipeline.nightly import night
+    from pipeline.nightly.store import Store
+
+    monkeypatch.delenv("NIGHTLY_DB", raising=False)
+    monkeypatch.setattr(night, "Store", functools.partial(Store, limits=_limits(busy_s=0.5)))
+    path = tmp_path / "store.db"
+    Store(f"sqlite:///{path}").start_run("r1", "sha", FACTS, "local")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        code, _, err = _cli(capsys, "nightly", "--pin-baseline", "latest", "--db",
+                            f"sqlite:///{path}")  # fmt: skip
+    finally:
+        holder.close()
+    (line,) = err.strip().splitlines()
+    assert code == 75 and line.startswith("error: results database sqlite:///"), err
+    assert line.endswith("database is locked: try again later, it clears by itself"), line
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        url = f"postgresql://nightly:{PASSWORD}@127.0.0.1:{listener.getsockname()[1]}/nightly"
+        code, _, err = _cli(capsys, "nightly", "--pin-baseline", "latest", "--db", url)
+    (line,) = err.strip().splitlines()
+    assert code == 75 and "connection timeout expired: try again later" in line, err
 
 
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")

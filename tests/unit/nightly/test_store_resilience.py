@@ -2,8 +2,10 @@
 that is NaN or infinite, a server restarted or stalled mid-night, a server that accepts TCP and
 never answers, a driver whose lease lapsed while it lived (fencing on the database's clock), a
 resumed run of another commit, and databases the store may not use (newer schema, read-only,
-no privileges) — each a line naming NIGHTLY_DB / --db, never with the password. The disruptive
-tests stop and restart a server of their own (`own_pg`, conftest.py), not the session's."""
+no privileges) — each a line naming NIGHTLY_DB / --db, never with the password. Issue 53: a
+fenced driver's results refused and the owner's recorded; what clears by itself (a locked file,
+a server silent at start) exit 75, not a mistake. The disruptive tests stop and restart a
+server of their own (`own_pg`, conftest.py), not the session's."""
 
 import math
 import socket
@@ -164,8 +166,9 @@ def test_a_statement_stuck_behind_a_lock_times_out(own_pg):
 
 def test_a_server_that_never_answers_is_a_connect_timeout(tmp_path):
     """Something on the port accepts TCP and says nothing: the store gives up after
-    connect_timeout, in one line without the password."""
-    from pipeline.core.errors import UserError
+    connect_timeout, in one line without the password — exit 75, try again later: a server
+    still starting or overloaded answers later, and no URL was wrong."""
+    from pipeline.core.errors import Transient
     from pipeline.nightly.store import Store
 
     with socket.socket() as listener:
@@ -174,13 +177,96 @@ def test_a_server_that_never_answers_is_a_connect_timeout(tmp_path):
         port = listener.getsockname()[1]
         url = f"postgresql://nightly:{PASSWORD}@127.0.0.1:{port}/nightly"
         started = time.monotonic()
-        with pytest.raises(UserError) as e:
+        with pytest.raises(Transient) as e:
             Store(url, limits=_limits(connect_s=2))
         took = time.monotonic() - started
     assert 1.5 < took < 8, took
     _one_line_without_password(str(e.value))
     assert f"nightly:***@127.0.0.1:{port}/nightly" in str(e.value)
-    assert "NIGHTLY_DB or --db" in str(e.value)
+    assert "NIGHTLY_DB or --db" in str(e.value) and "try again later" in str(e.value)
+    assert e.value.exit_code == 75 and e.value.reason == "transient"
+
+
+def test_a_server_stalled_at_start_is_transient(own_pg):
+    """The real server stopped (SIGSTOP) as a store opens: exit 75, where a database name or a
+    role the same server does not know stays a mistake (exit 2; its authentication is `trust`,
+    so a wrong password is not one here)."""
+    from pipeline.core.errors import Transient, UserError
+    from pipeline.nightly.store import Store
+
+    url = _with_password(own_pg, own_pg.database())
+    with own_pg.stalled(), pytest.raises(Transient) as e:
+        Store(url, limits=_limits())
+    _one_line_without_password(str(e.value))
+    assert "connection timeout expired: try again later" in str(e.value), e.value
+    no_role = url.replace("://r_", "://nobody_r_", 1)
+    for wrong in (url.rsplit("/", 1)[0] + "/no_such_db", no_role):
+        with pytest.raises(UserError) as e:
+            Store(wrong, limits=_limits())
+        assert e.value.exit_code == 2 and "does not exist" in str(e.value), e.value
+
+
+def test_a_server_silent_past_the_deadline_at_start_is_transient(postgres, monkeypatch):
+    """Connected, then no answer (here a statement that sleeps with no statement_timeout): the
+    store's deadline cuts the connection as it opens, and says so — exit 75."""
+    from pipeline.core.errors import Transient
+    from pipeline.nightly import schema
+    from pipeline.nightly.store import Store
+
+    def silent(engine) -> None:
+        with engine.connect() as c:
+            c.execute(text("SET statement_timeout = 0"))
+            c.execute(text("SELECT pg_sleep(10)"))
+
+    monkeypatch.setattr(schema, "upgrade", silent)
+    started = time.monotonic()
+    with pytest.raises(Transient, match=r"no answer within 3 s: try again later"):
+        Store(postgres.database(), limits=_limits())
+    assert time.monotonic() - started < 8
+
+
+def test_an_upgrader_s_lock_at_start_is_transient(own_pg):
+    """Another session holds the schema's table (an upgrade under way) past statement_timeout:
+    exit 75, not a mistake."""
+    import psycopg
+
+    from pipeline.core.errors import Transient
+    from pipeline.nightly.store import Store
+
+    url = own_pg.database()
+    Store(url).close()
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as upgrader:
+        upgrader.execute("LOCK TABLE alembic_version IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(Transient, match="statement timeout: try again later"):
+            Store(url, limits=_limits())
+        upgrader.rollback()
+    Store(url, limits=_limits()).close()  # released: it opens
+
+
+def test_a_locked_sqlite_file_is_transient(tmp_path):
+    """Another process holds the file's write lock past the busy timeout, as the store opens
+    and after a call's tries: exit 75, where it was a mistake (2) and an internal error (1)."""
+    import sqlite3
+
+    from pipeline.core.errors import Transient
+    from pipeline.nightly.store import Store
+
+    path = tmp_path / "store.db"
+    store = Store(f"sqlite:///{path}", limits=_limits(busy_s=0.5))
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(Transient, match="database is locked: try again later") as opening:
+            Store(f"sqlite:///{path}", limits=_limits(busy_s=0.5))
+        with pytest.raises(Transient) as writing:
+            store.start_run("r", "sha", FACTS, "local")
+    finally:
+        holder.rollback()
+        holder.close()
+    for e in (opening, writing):
+        assert e.value.exit_code == 75 and "\n" not in str(e.value)
+    assert "starting run r failed 2 times: database is locked" in str(writing.value)
+    store.start_run("r", "sha", FACTS, "local")  # released: it goes on
 
 
 # leases, fencing and the database's clock
@@ -210,51 +296,97 @@ def test_a_fenced_driver_is_refused_and_told(store_url):
     assert "taken over by host-b:1:bbb" in str(beat.value) and "\n" not in str(beat.value)
     with pytest.raises(LeaseLost):
         a.claim(held_a, "m", "other")
-    with pytest.raises(LeaseLost, match="that driver runs the cell"):  # its failure: not kept
+    with pytest.raises(LeaseLost, match="not recorded: that driver runs the cell"):
         a.record_cell(held_a.run_id, {**_result("m", "c"), "status": "failed"}, held_a)
     assert b.cells_of(held_b.run_id) == []
     b.heartbeat(held_b)  # B's leases are untouched
     assert b.record_cell(held_b.run_id, _result("m", "c"), held_b)
 
 
-def test_a_fenced_driver_s_real_result_is_kept(store_url):
-    """A finished the cell before it learned: its result is kept, and B's run of the same cell
-    (failing on the run folder's lock A held) does not mask it."""
+# B's own result for the cell A lost: another status and other metrics than A's
+OWNERS = {**_result("m", "c", 5), "status": "gate_failed"}
+
+
+def _owners_result_is_recorded(b, held_b) -> None:
+    (cell,) = b.cells_of(held_b.run_id)
+    assert cell["status"] == "gate_failed", cell
+    assert sorted(b.metrics_of(held_b.run_id, "m", "c")) == ["x0", "x1", "x2", "x3", "x4"]
+
+
+def test_a_fenced_driver_s_ok_is_refused_and_the_owner_s_result_recorded(store_url):
+    """A finished the cell before it learned: a fencing token refuses the stale holder's writes,
+    its `ok` included (it used to be kept, and B's own result dropped unrecorded)."""
     from pipeline.nightly.store import LeaseLost
 
     a, held_a, b, held_b = _lapsed_pair(store_url)
-    with pytest.raises(LeaseLost, match="its result was kept"):
+    with pytest.raises(LeaseLost, match="its result is not recorded") as e:
         a.record_cell(held_a.run_id, _result("m", "c"), held_a)
-    locked = {**_result("m", "c", 0), "status": "failed", "error": "run folder in use"}
-    assert not b.record_cell(held_b.run_id, locked, held_b)
-    (cell,) = b.cells_of(held_b.run_id)
-    assert cell["status"] == "ok" and len(b.metrics_of(held_b.run_id, "m", "c")) == 3
+    assert "taken over by host-b:1:bbb" in str(e.value) and "\n" not in str(e.value)
+    assert b.cells_of(held_b.run_id) == []
+    assert b.record_cell(held_b.run_id, OWNERS, held_b)
+    _owners_result_is_recorded(b, held_b)
+    assert not b.record_cell(held_b.run_id, _result("m", "c"), held_b)  # then: once
 
 
-def test_a_real_result_replaces_a_failed_one(store_url):
-    """The other order: B's failure (the lock A's cell held) first, then A's real result."""
-    from pipeline.nightly.store import LeaseLost
+def test_the_claim_holder_s_result_replaces_a_row_written_without_its_claim(store_url):
+    """A row in the cell that the holder of its claim did not write (a stale holder's, as the
+    store let one through before its fence held) gives way to the owner's result, even an `ok`
+    to its `gate_failed`."""
+    from pipeline.nightly.store.recording import insert_cell
 
-    a, held_a, b, held_b = _lapsed_pair(store_url)
-    locked = {**_result("m", "c", 0), "status": "failed", "error": "run folder in use"}
-    assert b.record_cell(held_b.run_id, locked, held_b)
-    with pytest.raises(LeaseLost, match="its result was kept"):
-        a.record_cell(held_a.run_id, _result("m", "c"), held_a)
-    (cell,) = b.cells_of(held_b.run_id)
-    assert cell["status"] == "ok" and cell["error"] is None
-    assert len(b.metrics_of(held_b.run_id, "m", "c")) == 3
-    assert not b.record_cell(held_b.run_id, _result("m", "c", 1), held_b)  # then: once
+    _, held_a, b, held_b = _lapsed_pair(store_url)
+    with b.engine.begin() as c:  # A's row, written behind the store's back
+        insert_cell(c, {"run_id": held_a.run_id, "model": "m", "cell": "c"}, _result("m", "c"))
+    assert b.record_cell(held_b.run_id, OWNERS, held_b)
+    _owners_result_is_recorded(b, held_b)
+
+
+def test_a_takeover_waits_for_a_record_under_way(store_url, monkeypatch):
+    """A's record checked its lease and is writing when B takes the run over: B's takeover
+    waits for that transaction, so A's result is in before B holds the run (B then finds the
+    cell recorded), never written after B took over."""
+    from pipeline.nightly.store import Store, recording
+
+    a = Store(store_url, lease_s=1)
+    held_a = a.hold("matrix", FACTS, "local", "host-a:1:aaa")
+    assert a.claim(held_a, "m", "c")
+    time.sleep(1.5)  # A's lease lapses on the database's clock; A does not know yet
+    writing, write, written = threading.Event(), recording.write, []
+
+    def slow_write(*args, **kwargs):
+        writing.set()
+        time.sleep(1.0)  # inside A's transaction, its lease checked
+        written.append(time.monotonic())
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(recording, "write", slow_write)
+    b = Store(store_url, lease_s=60)
+    taken = {}
+
+    def take_over() -> None:
+        writing.wait(10)
+        taken["held"] = b.hold("matrix", FACTS, "local", "host-b:1:bbb")
+        taken["at"] = time.monotonic()
+        taken["claimed"] = b.claim(taken["held"], "m", "c")
+
+    thief = threading.Thread(target=take_over)
+    thief.start()
+    assert a.record_cell(held_a.run_id, _result("m", "c"), held_a)
+    thief.join(30)
+    assert taken["at"] > written[0]  # B held the run only once A's write was in
+    assert taken["held"].lease == held_a.lease + 1 and not taken["claimed"]
+    (cell,) = b.cells_of(held_a.run_id)
+    assert cell["status"] == "ok" and len(b.metrics_of(held_a.run_id, "m", "c")) == 3
 
 
 def test_leases_are_judged_on_the_database_clock(store_url, monkeypatch):
     """A driver whose own clock runs an hour ahead does not take a live driver's run."""
-    from pipeline.nightly import store as store_module
-    from pipeline.nightly.store import Store
+    from pipeline.nightly.store import Store, clock
 
     first = Store(store_url, lease_s=60)
     held = first.hold("matrix", FACTS, "local", "elsewhere:1:aaa")
-    ahead = store_module.now
-    monkeypatch.setattr(store_module, "now", lambda offset_s=0: ahead(offset_s + 3600))
+    ahead = clock.now
+    monkeypatch.setattr(clock, "now", lambda offset_s=0: ahead(offset_s + 3600))
     second = Store(store_url, lease_s=60).hold("matrix", FACTS, "local", "here:1:bbb")
     assert second.joined and second.holder == "elsewhere:1:aaa" and second.lease is None
     assert 0 <= second.holder_seen_s < 30

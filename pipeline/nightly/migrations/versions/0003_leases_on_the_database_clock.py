@@ -4,7 +4,7 @@ runs.heartbeat and claims.heartbeat were each driver's own clock as text, compar
 driver's clock. Now runs.heartbeat (the last renewal), runs.expires and claims.expires (when the
 lease lapses) are seconds since the epoch on the database's clock, and runs.lease counts the
 run's takeovers: a driver's writes name the lease it took, and one whose lease was taken is
-refused (store.py). Leases held while the database is upgraded are left lapsed (the earlier
+refused (store/leases.py). Leases held while the database is upgraded are left lapsed (the earlier
 code's drivers cannot renew them any more): an interrupted run is resumed at once."""
 
 import sqlalchemy as sa
