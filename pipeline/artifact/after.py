@@ -3,7 +3,8 @@ import) stage's run dir and record the same model and recipe header."""
 
 from pipeline.artifact.protocol import Artifact
 from pipeline.core.files import staging_dir
-from pipeline.core.rundir import RunDir
+from pipeline.core.rundir import RunDir, StageEntry
+from pipeline.core.stage import Verdict
 
 
 class AfterQuantize:
@@ -11,6 +12,10 @@ class AfterQuantize:
 
     quantize: Artifact  # the quantize or import stage that made it
     staging = staticmethod(staging_dir)  # serve and publish bring their own
+    starts_vllm = False  # serve's does; eval's on its vllm backend
+
+    def verdict(self, entry: StageEntry) -> Verdict | None:
+        return None  # no gates: eval has them
 
     @property
     def rundir(self) -> RunDir:

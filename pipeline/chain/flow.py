@@ -12,14 +12,14 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 
 from pipeline.artifact import Artifact
 from pipeline.chain.stages import LATER
 from pipeline.core import devices, own_process
 from pipeline.core.errors import NotOnThisHost, PipelineError, debugging
 from pipeline.core.outcome import Outcome, StageOutcome, overall
-from pipeline.core.stage import execute
+from pipeline.core.stage import Stage, execute
 from pipeline.core.stage_plan import NO_OPTIONS, Options
 
 STAGES = ("quantize", *LATER)
@@ -57,7 +57,7 @@ def run(flow: Flow, show: dict[str, Show], force: set[str] = frozenset()) -> Out
     done: list[StageOutcome] = []
     stages = [q, *flow.later]  # later stages need the artifact: quantize always (cached)
     for i, stage in enumerate(stages):
-        own = in_own_process(starts_vllm(stage), [starts_vllm(s) for s in stages[i + 1 :]])
+        own = in_own_process(stage.starts_vllm, [s.starts_vllm for s in stages[i + 1 :]])
         outcome = _one(stage, show.get(stage.name), stage.name in force, own)
         done.append(outcome)
         if outcome.status == "failed":
@@ -68,10 +68,6 @@ def run(flow: Flow, show: dict[str, Show], force: set[str] = frozenset()) -> Out
         flow.command, status, message, model=q.ref.name, recipe=q.recipe.name, stages=done,
         paths={"run_dir": str(q.rundir.path), "manifest": str(q.rundir.manifest_path)},
     )  # fmt: skip
-
-
-def starts_vllm(stage) -> bool:
-    return stage.name == "serve" or (stage.name == "eval" and stage.backend == "vllm")
 
 
 def in_own_process(starts: bool, later_start: list[bool]) -> bool:
@@ -85,7 +81,7 @@ def in_own_process(starts: bool, later_start: list[bool]) -> bool:
     return not starts and any(later_start) and bool(devices.seen())
 
 
-def _one(stage, show: Show | None, force: bool, own: bool = False) -> StageOutcome:
+def _one(stage: Stage, show: Show | None, force: bool, own: bool = False) -> StageOutcome:
     started = time.monotonic()
     try:
         if own:
@@ -111,16 +107,8 @@ def _one(stage, show: Show | None, force: bool, own: bool = False) -> StageOutco
         paths={k: str(stage.rundir.path / v) for k, v in entry.outputs.items()},
         seconds=round(time.monotonic() - started, 2),
     )
-    if stage.name == "eval":
-        results = stage.load_results(entry)
-        failed = results.gates.failed()
-        if failed:
-            names = ", ".join(f"{c.gate} ({c.value:.4g} vs {c.limit:g})" for c in failed)
-            outcome.status, outcome.reason = "gate_failed", "gate_failed"
-            outcome.message = f"eval gate failed: {names}"
-        if failed and results.gates.inconclusive_only():  # not failed: undecided (exit 3 too)
-            outcome.reason = "gate_inconclusive"
-            outcome.message = "; ".join(c.message for c in failed)
+    if verdict := stage.verdict(entry):
+        outcome.status, outcome.reason, outcome.message = "gate_failed", *astuple(verdict)
     if show:
         show(stage, entry, cached)
     return outcome

@@ -15,6 +15,7 @@ the metrics recorded in the manifest.
 
 import time
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -25,11 +26,23 @@ from pipeline.core.rundir import HISTORY_STAGES, RunDir, StageEntry, now
 KEEP_RESULTS = 8  # per stage and run dir; older ones are pruned (`make clean-cache` for more)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What a stage's gates say of its finished results: failed, or undecided (too few items
+    to decide). Either way the results are whole; the command exits 3."""
+
+    reason: str  # "gate_failed" | "gate_inconclusive"
+    message: str
+
+
 class Stage(Protocol):
     name: str  # its key in the manifest
     folder: str  # where its outputs live in the run dir
     rundir: RunDir
     header: dict  # model and recipe, recorded in the manifest
+    starts_vllm: bool  # its work starts a vLLM engine: the chain frees the GPUs before it
+
+    def verdict(self, entry: StageEntry) -> Verdict | None: ...  # its gates' word; None: passed
 
     def inputs(self) -> dict: ...
 

@@ -22,6 +22,7 @@ from pipeline.core import devices, environment, quiet, serving_env
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.rundir import StageEntry
+from pipeline.core.stage import Verdict
 from pipeline.data import texts
 from pipeline.eval import (
     answers,
@@ -57,6 +58,19 @@ class EvalStage(AfterQuantize):
     folder: str = "eval"
     _windows: dict = field(default_factory=dict, repr=False)
     _keys: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def starts_vllm(self) -> bool:
+        return self.backend == "vllm"
+
+    def verdict(self, entry: StageEntry) -> Verdict | None:
+        gates = self.load_results(entry).gates
+        if not (checks := gates.failed()):
+            return None
+        if gates.inconclusive_only():  # not failed: undecided (exit 3 too)
+            return Verdict("gate_inconclusive", "; ".join(c.message for c in checks))
+        names = ", ".join(f"{c.gate} ({c.value:.4g} vs {c.limit:g})" for c in checks)
+        return Verdict("gate_failed", f"eval gate failed: {names}")
 
     @property
     def reference_dir(self) -> Path:

@@ -77,6 +77,7 @@ class ImportStage:
     artifact_identity: dict = field(default_factory=dict)
     name: str = "quantize"  # the key eval, serve and publish look up, as for a recipe's
     folder: str = FOLDER
+    starts_vllm = False  # not a field: an import starts nothing
     max_memory = None  # not a field: --max-memory applies to quantizing (refused with --import)
     staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 
@@ -147,6 +148,9 @@ class ImportStage:
         what was checked (HOST_FIT: not this host's memory)."""
         found = self.plan()
         return found, self.render_plan(found)
+
+    def verdict(self, entry: StageEntry) -> None:
+        return None  # no gates: the eval after it has them
 
     def stage_plan(self) -> "ArtifactPlan":
         """The chain's view of this stage: nothing to quantize, the files it brings."""

@@ -66,6 +66,7 @@ class QuantizeStage:
     capped: dict = field(default_factory=dict)  # tiny-llama's caps on modifier arguments
     name: str = "quantize"
     folder: str = ARTIFACT
+    starts_vllm = False  # not a field: quantizing starts no vLLM engine
     staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 
     @property
@@ -217,6 +218,9 @@ class QuantizeStage:
             fit = f"not checked: {ONLINE}"
         found = self.plan() | {"host_fit": fit}
         return found, plan.render(found)
+
+    def verdict(self, entry: StageEntry) -> None:
+        return None  # no gates: the eval after it has them
 
     def stage_plan(self) -> "ArtifactPlan":
         """The chain's view of this stage: where it runs, memory, files, time."""

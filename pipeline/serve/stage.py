@@ -62,6 +62,7 @@ class ServeStage(AfterQuantize):
     port: int | None = None
     name: str = "serve"
     folder: str = "serve"
+    starts_vllm = True  # not a field: every serve starts its engines
 
     @property
     def original_root(self) -> Path:

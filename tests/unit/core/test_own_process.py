@@ -48,13 +48,18 @@ def test_a_child_torch_marks_as_a_bad_fork_hands_the_work_back(monkeypatch, caps
     assert "CUDA was initialised in this process before the fork" in capsys.readouterr().err
 
 
-def _stage(name: str, backend: str | None = None):
-    return SimpleNamespace(name=name, backend=backend)
-
-
 def test_serve_and_eval_on_vllm_start_an_engine():
-    assert flow.starts_vllm(_stage("serve")) and flow.starts_vllm(_stage("eval", "vllm"))
-    assert not flow.starts_vllm(_stage("eval", "hf")) and not flow.starts_vllm(_stage("quantize"))
+    """Each stage says so itself (the chain asks, never names a stage)."""
+    from pipeline.eval.stage import EvalStage
+    from pipeline.external.stage import ImportStage
+    from pipeline.publish.stage import PublishStage
+    from pipeline.quantize.stage import QuantizeStage
+    from pipeline.serve.stage import ServeStage
+
+    assert ServeStage.starts_vllm and not PublishStage.starts_vllm
+    assert not QuantizeStage.starts_vllm and not ImportStage.starts_vllm
+    on = [EvalStage.starts_vllm.fget(SimpleNamespace(backend=b)) for b in ("vllm", "hf")]
+    assert on == [True, False]
 
 
 def test_stages_before_a_vllm_engine_get_their_own_process_on_gpu_hosts(monkeypatch):

@@ -8,6 +8,7 @@ from pipeline.chain import flow
 from pipeline.core.errors import EXIT_CODES
 from pipeline.core.outcome import Outcome, overall
 from pipeline.eval.gates import GateCheck, GateReport
+from pipeline.eval.stage import EvalStage
 
 UNDECIDED = GateCheck(gate="t max_drop", limit=-0.02, value=-0.03, passed=False,
                       outcome="inconclusive", message="inconclusive: 200 items cannot show a "
@@ -19,8 +20,10 @@ def _eval_outcome(monkeypatch, checks):
     entry = SimpleNamespace(fingerprint="f", metrics={}, outputs={})
     monkeypatch.setattr(flow, "execute", lambda stage, force=False: (entry, True))
     report = GateReport(passed=False, checks=checks)
+    results = SimpleNamespace(gates=report)
     stage = SimpleNamespace(name="eval", rundir=SimpleNamespace(path=None),
-                            load_results=lambda e: SimpleNamespace(gates=report))  # fmt: skip
+                            load_results=lambda e: results)  # fmt: skip
+    stage.verdict = lambda e: EvalStage.verdict(stage, e)  # the eval stage's own, on this one
     return flow._one(stage, None, False)
 
 
