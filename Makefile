@@ -165,9 +165,9 @@ TEST_WORKERS ?= 2
 test: setup
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
-# tests/unit only: no model, no quantization, no vLLM (seconds).
+# tests/unit only: no model, no quantization, no vLLM; on the same workers as make test.
 test-fast: $(VENV)/.installed
-	$(VENV)/bin/python -m pytest tests/unit $(ARGS)
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadgroup tests/unit $(ARGS)
 
 # tests/unit as make test runs them on GPU hosts, on this one: the stand-in nvidia-smi's 1 × H200
 # (the worker without a GPU) and 8 × H100, a serving env stamped as the CUDA build

@@ -18,9 +18,8 @@ Quality not measured is "not evaluated", never a guess.
 from dataclasses import asdict, dataclass, field
 
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
-from pipeline.core import objectstore
-from pipeline.core.paths import runs_root
 from pipeline.core.rundir import RunDir
+from pipeline.core.runs import Runs, key
 from pipeline.eval import results as eval_results
 from pipeline.perf import bound, prices
 from pipeline.planning import deployment, gpus, parallel
@@ -64,6 +63,25 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Measured:
+    """Where a model's measured results are read: its run folders under `runs`, each fetched
+    without weights (results and manifests) and read as fetched."""
+
+    runs: Runs
+    model: str
+
+    def run_dir(self, recipe_dir: str) -> RunDir:
+        self.runs.pull(key(self.model, recipe_dir), weights=False)  # results, not weights
+        return RunDir(self.model, recipe_dir, self.runs.unsynced())
+
+    def every_run_dir(self) -> list[RunDir]:
+        self.runs.pull(self.model, weights=False)  # in object storage: every run's results
+        fetched = self.runs.unsynced()
+        found = sorted((self.runs.local / self.model).glob("*"))
+        return [RunDir(self.model, p.name, fetched) for p in found]
+
+
+@dataclass(frozen=True)
 class Ask:
     users: int
     context: int
@@ -82,15 +100,15 @@ class Ask:
 
 
 def advise(
-    model_name: str | None,
+    measured: Measured | None,
     g: Geometry,
     recipes: list,
     hw: Hardware,
     price: prices.Price | None,
     ask: Ask,
 ) -> list[Row]:
-    """Rows ranked; `model_name` None: bounds and plans only (the runs folder is not read)."""
-    rows = [_best(model_name, g, r, hw, price, ask) for r in [None, *recipes]]
+    """Rows ranked; `measured` None: bounds and plans only (no run folder is read)."""
+    rows = [_best(measured, g, r, hw, price, ask) for r in [None, *recipes]]
     _price_answers(rows)
     for row in rows:
         row.rejected = _rejected(row, ask)
@@ -128,7 +146,7 @@ def _price_answers(rows: list[Row]) -> None:
             row.usd_per_answer = row.usd_per_million * tokens / 1e6
 
 
-def _best(model_name, g, recipe, hw, price, ask) -> Row:
+def _best(measured: Measured | None, g, recipe, hw, price, ask) -> Row:
     name = recipe.name if recipe else "original"
     weights = artifact_bytes(recipe, g) if recipe else g.original_bytes
     footprint = bound.footprint(g, recipe)
@@ -141,11 +159,11 @@ def _best(model_name, g, recipe, hw, price, ask) -> Row:
             )
     row = _cheapest(candidates) or Row(name, weights_bytes=weights, compute=footprint.compute)
     row.refused = _refused(g, recipe, row)
-    if model_name is None:
+    if measured is None:
         return row
-    row.quality = _quality(model_name, name)
-    if measured := _measured_serve(model_name, name, hw, price, ask):
-        row.__dict__.update(measured)
+    row.quality = _quality(measured, name)
+    if served := _measured_serve(measured, name, hw, price, ask):
+        row.__dict__.update(served)
     return row
 
 
@@ -246,13 +264,12 @@ def _rejected(row: Row, ask: Ask) -> str | None:
     return None
 
 
-def _quality(model_name: str, recipe_name: str) -> dict:
+def _quality(measured: Measured, recipe_name: str) -> dict:
     """The latest eval of this model × recipe in the runs folder (the original: no drift)."""
     if recipe_name == "original":
         return {"source": "reference", "kl_mean": 0.0, "kl_mean_se": 0.0, "same_top_pct": 100.0}
 
-    objectstore.pull(f"{model_name}/{recipe_name}", weights=False)  # results, not the artifact
-    rundir = RunDir(model_name, recipe_name, runs_root())  # as fetched: no pull of its own
+    rundir = measured.run_dir(recipe_name)
     entry = rundir.stage("eval")
     if not entry or entry.status != "done" or "results" not in entry.outputs:
         return {"source": "not evaluated"}
@@ -278,13 +295,12 @@ def _quality(model_name: str, recipe_name: str) -> dict:
     }
 
 
-def _measured_serve(model_name, recipe_name, hw: Hardware, price, ask) -> dict | None:
+def _measured_serve(measured: Measured, recipe_name, hw: Hardware, price, ask) -> dict | None:
     """This model × recipe's latest serve, where it ran on `hw`: output tokens/s per GPU (or
     per host) at the highest concurrency tested ≤ USERS, its ITL and TTFT, and the $ they
     give."""
 
-    recipe_dir = "original" if recipe_name == "original" else recipe_name
-    for rundir in _serve_dirs(model_name, recipe_dir):
+    for rundir in _serve_dirs(measured, recipe_name):
         entry = rundir.stage("serve")
         if not entry or entry.status != "done" or not _same_hardware(entry.environment, hw):
             continue
@@ -313,15 +329,11 @@ def _measured_serve(model_name, recipe_name, hw: Hardware, price, ask) -> dict |
     return None
 
 
-def _serve_dirs(model_name: str, recipe_dir: str) -> list[RunDir]:
+def _serve_dirs(measured: Measured, recipe_name: str) -> list[RunDir]:
     """Where a side was served: its own run dir; the original, beside any recipe."""
-
-    if recipe_dir != "original":
-        objectstore.pull(f"{model_name}/{recipe_dir}", weights=False)  # results, not weights
-        return [RunDir(model_name, recipe_dir, runs_root())]
-    objectstore.pull(model_name, weights=False)  # in object storage: every run's results
-    root = runs_root()
-    return [RunDir(model_name, p.name, root) for p in sorted((root / model_name).glob("*"))]
+    if recipe_name != "original":
+        return [measured.run_dir(recipe_name)]
+    return measured.every_run_dir()
 
 
 def _same_hardware(environment: dict, hw: Hardware) -> bool:

@@ -1,7 +1,7 @@
 """`make advise`'s report: the ranked deployments (rank.py) for a model, the recipes and a GPU
 (or this host), as the terminal table or as JSON.
 
-    advise_report.report("llama3-70b", ["fp8"], "H100-80GB", AdviseSettings(users=50))
+    advise_report.report("llama3-70b", ["fp8"], "H100-80GB", AdviseSettings(users=50), False, runs)
 """
 
 import json
@@ -10,6 +10,7 @@ from pipeline.advise import rank as advise
 from pipeline.config import recipe
 from pipeline.config.advise_settings import AdviseSettings
 from pipeline.core.errors import UserError
+from pipeline.core.runs import Runs
 from pipeline.models import aliases
 from pipeline.perf import host, prices
 from pipeline.planning import geometry, gpus
@@ -20,10 +21,11 @@ def report(
     recipe_names: list[str] | None,
     gpu: str,
     s: AdviseSettings,
-    as_json: bool = False,
+    as_json: bool,
+    runs: Runs,
 ) -> tuple[str, str]:
     """(the model's resolved name, the report); recipe_names None: every shipped recipe;
-    gpu "host": this CPU, measured."""
+    gpu "host": this CPU, measured; quality and serving measured in `runs` where there."""
     ref = aliases.resolve(model)
     g = geometry.of_model(ref)
     recipes = [recipe.load(name) for name in (recipe_names or recipe.shipped())]
@@ -32,7 +34,7 @@ def report(
         s.users, s.context, s.slo_ttft_ms, s.slo_itl_ms, s.max_kl,
         s.gpu_memory_utilization, s.overhead_gib,
     )  # fmt: skip
-    rows = advise.advise(ref.name, g, recipes, hw, price, ask)
+    rows = advise.advise(advise.Measured(runs, ref.name), g, recipes, hw, price, ask)
     if as_json:
         found = {"model": ref.name, "hardware": hw.name, "hardware_source": hw.source}
         found |= {"ask": ask.__dict__, "price": price and price.__dict__}

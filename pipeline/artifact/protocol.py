@@ -3,7 +3,7 @@ artifact. Two stages make one, and each implements every member itself (neither 
 the other): a recipe's quantize stage (pipeline/quantize/stage.py) and the import of a checkpoint
 quantized elsewhere (pipeline/external/stage.py).
 
-    q = quantize_stage(args)                    # either one
+    q = quantize_stage(request, runs)           # either one (cli/artifact_stage.py)
     EvalStage.prepare(q, backend="hf")          # eval, serve and publish take an Artifact
     if why := q.host_fit(q.max_memory): ...     # the chain asks; an import says None
 """

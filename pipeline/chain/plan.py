@@ -16,7 +16,8 @@ from pipeline.artifact import Artifact
 from pipeline.chain import flow
 from pipeline.chain.stages import LATER
 from pipeline.core import devices, environment
-from pipeline.core.paths import hub_cache, runs_root, runs_root_variable
+from pipeline.core.paths import hub_cache
+from pipeline.core.runs import Runs
 from pipeline.core.serving_env import driver_refusals
 from pipeline.core.stage_plan import NO_OPTIONS, Options, StagePlan, Upstream
 from pipeline.planning.engine_plan import gpu_count
@@ -59,7 +60,7 @@ def build(a: Artifact, stages: tuple[str, ...], options: Options = NO_OPTIONS) -
     for stage in plans.values():
         plan.refusals += stage.refusals
     _processes(plans)
-    plan.disk = _disk(plans, plan.refusals)
+    plan.disk = _disk(plans, plan.refusals, a.rundir.runs)
     return plan
 
 
@@ -87,13 +88,13 @@ def free_bytes(path) -> int:
     return shutil.disk_usage(path).free
 
 
-def _disk(plans: dict[str, StagePlan], refusals: list) -> list[dict]:
+def _disk(plans: dict[str, StagePlan], refusals: list, runs: Runs) -> list[dict]:
     """Bytes written per filesystem (the hub cache's and the runs root's may differ) against
     what each has free."""
     places = {}
     for stage in plans.values():
         for what, size in stage.files:
-            root = hub_cache() if what.startswith("original (hub") else runs_root()
+            root = hub_cache() if what.startswith("original (hub") else runs.local
             existing = _existing(root)
             device = os.stat(existing).st_dev
             place = places.setdefault(device, {"roots": set(), "total_bytes": 0})
@@ -108,16 +109,16 @@ def _disk(plans: dict[str, StagePlan], refusals: list) -> list[dict]:
             refusals.append(
                 f"disk: the chain writes ~{place['total_bytes'] / GIB:.1f} GiB under {roots}; "
                 f"{place['free_bytes'] / GIB:.1f} GiB free there; point "
-                f"{_fix(place['roots'])} at a bigger disk"
+                f"{_fix(place['roots'], runs)} at a bigger disk"
             )
     return found
 
 
-def _fix(roots: set) -> str:
+def _fix(roots: set, runs: Runs) -> str:
     """The variables that move what the chain writes under `roots`."""
     hub = str(hub_cache()) in roots
-    runs = str(runs_root()) in roots
-    return " or ".join(["HF_HUB_CACHE"] * hub + [runs_root_variable()] * runs) or "them"
+    mine = str(runs.local) in roots
+    return " or ".join(["HF_HUB_CACHE"] * hub + [runs.variable] * mine) or "them"
 
 
 def _existing(root: Path) -> Path:

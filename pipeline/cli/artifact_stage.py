@@ -1,38 +1,21 @@
-"""From the command line's flags to the stage that makes the artifact: a recipe's quantize stage,
-or with `--artifact` / `--import` the import of a checkpoint quantized elsewhere.
+"""The stage that makes the artifact, prepared from its request (cli/requests.py): a recipe's
+quantize stage, or with `--artifact` / `--import` the import of a checkpoint quantized
+elsewhere; its run folder under `runs`.
 
-Deferred imports: both stages: they pull in the recipe, model and planning code
-that `recipes`, `plan` and `--help` never need."""
+Deferred imports: both stages: they pull in the model and planning code that `recipes`,
+`plan` and `--help` never need."""
 
-import argparse
+from pipeline.cli.requests import ArtifactRequest
+from pipeline.core.runs import Runs
+from pipeline.external.request import ImportRequest
 
-from pipeline.core.errors import UserError
 
-
-def quantize_stage(args: argparse.Namespace, **calibration):
-    """The prepared quantize (or import) stage; a recipe-only flag given with an import is a
-    one-line user error."""
-    from pipeline.quantize.stage import QuantizeStage
-
-    nproc = getattr(args, "nproc", 1)
-    path, workers = getattr(args, "path", None), getattr(args, "workers", 1)
-    max_memory = getattr(args, "max_memory", None)
-    if args.artifact is not None:
+def quantize_stage(req: ArtifactRequest, runs: Runs):
+    """The prepared quantize (or import) stage."""
+    if isinstance(req, ImportRequest):
         from pipeline.external.stage import ImportStage
 
-        given = {"--num-samples": calibration.get("num_samples"), "--nproc": nproc != 1}
-        given |= {"--path": path, "--workers": workers != 1, "--max-memory": max_memory}
-        given["--max-seq-length"] = calibration.get("max_seq_length")
-        for flag in (f for f, v in given.items() if v):
-            raise UserError(f"{flag} applies to quantizing with a recipe, not an imported artifact")
-        return ImportStage.prepare_import(args.model, args.artifact, args.recipe, args.revision)
-    return QuantizeStage.prepare(
-        args.model,
-        "fp8" if args.recipe is None else args.recipe,
-        revision=args.revision,
-        nproc=nproc,
-        path=path,
-        workers=workers,
-        max_memory=max_memory,
-        **calibration,
-    )
+        return ImportStage.prepare(req, runs)
+    from pipeline.quantize.stage import QuantizeStage
+
+    return QuantizeStage.prepare(req, runs)

@@ -1,63 +1,51 @@
 """After the artifact's stage: eval, serve and run either print the chain's plan (`--dry-run`)
-or run the flow, and `run` refuses up front what this host cannot do.
+or run the flow, and `run` refuses up front what this host cannot do; each takes the command's
+ChainRequest (cli/requests.py).
 
 Deferred imports: the chain's plan, flow and show: they reach the stages (~0.3 s and
 more), which every command would pay at start, since the parser imports every command's module."""
 
-import argparse
 import json
 
 from pipeline.cli.artifact_stage import quantize_stage
-from pipeline.config import flags
-from pipeline.config.recipe import ServeSettings
+from pipeline.cli.requests import ChainRequest
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.outcome import Outcome
-from pipeline.core.stage_plan import Options
+from pipeline.core.runs import Runs
 
 
-def dry_run(args: argparse.Namespace, q, stages: tuple[str, ...], command: str) -> Outcome:
+def dry_run(req: ChainRequest, q) -> Outcome:
     """`--dry-run` on eval / serve / run: the plan; exit 4 when this host cannot do it."""
     from pipeline.chain import plan as chain_plan
 
-    plan = chain_plan.build(q, stages, options(args, stages))
-    print(json.dumps(plan.record(), indent=2) if args.json else chain_plan.render(plan))
+    plan = chain_plan.build(q, req.stages, req.options)
+    print(json.dumps(plan.record(), indent=2) if req.as_json else chain_plan.render(plan))
     if plan.refusals:
         raise NotOnThisHost(plan.refusals[0])
-    return Outcome.of(command, "ok", model=q.ref.name, recipe=q.recipe.name)
+    return Outcome.of(req.command, "ok", model=q.ref.name, recipe=q.recipe.name)
 
 
-def refuse_what_this_host_cannot(args: argparse.Namespace, q, stages: tuple[str, ...]) -> None:
+def refuse_what_this_host_cannot(req: ChainRequest, q) -> None:
     """Not hours in: the plan's first refusal, before any stage runs."""
     from pipeline.chain import plan as chain_plan
 
-    plan = chain_plan.build(q, stages, options(args, stages))
+    plan = chain_plan.build(q, req.stages, req.options)
     if refusals := plan.refusals:
         raise NotOnThisHost(f"{refusals[0]} (--dry-run shows the whole plan)")
 
 
-def run_flow(args: argparse.Namespace, q, stages, backend=None, force=frozenset()) -> Outcome:
+def run_flow(req: ChainRequest, q) -> Outcome:
     from pipeline.chain import flow
     from pipeline.cli import show
 
-    prepared = flow.prepare(args.command, q, stages, options(args, stages, backend))
-    return flow.run(prepared, show.STAGES, set(force))
+    prepared = flow.prepare(req.command, q, req.stages, req.options)
+    return flow.run(prepared, show.STAGES, set(req.force))
 
 
-def options(args: argparse.Namespace, stages: tuple[str, ...], backend=None) -> Options:
-    """What the command line sets for the stages after the artifact's (quantize alone has no
-    --backend, eval no --port: each command's parser has only its own flags)."""
-    return Options(
-        backend=backend or getattr(args, "backend", None),
-        serve_overrides=flags.overrides(args, ServeSettings) if "serve" in stages else None,
-        port=getattr(args, "port", None),
-        skip_unsupported=getattr(args, "skip_unsupported", False),
-    )
-
-
-def one_stage(args: argparse.Namespace, stage: str, backend: str | None = None) -> Outcome:
+def one_stage(req: ChainRequest, runs: Runs) -> Outcome:
     """`eval` or `serve` alone: after the artifact's stage (cached or run), its dry-run plan or
     the flow; --force redoes that stage only."""
-    q = quantize_stage(args)
-    if args.dry_run:
-        return dry_run(args, q, (stage,), stage)
-    return run_flow(args, q, (stage,), backend=backend, force={stage} if args.force else set())
+    q = quantize_stage(req.artifact, runs)
+    if req.dry_run:
+        return dry_run(req, q)
+    return run_flow(req, q)

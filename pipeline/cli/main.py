@@ -20,9 +20,10 @@ import traceback
 
 from pipeline.cli import commands, common_flags, help_texts
 from pipeline.cli.help_texts import EXIT_CODES_HELP
-from pipeline.core import paths, procs, secrets
+from pipeline.core import procs, secrets
 from pipeline.core.errors import PipelineError, debugging
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,9 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "db", None):
         secrets.remember(args.db)  # masked by value in every message from now on
     try:
-        paths.runs_url()  # RUNS_DIR's form, before any command and any work (exit 2 or 4)
+        # where run folders live: RUNS_DIR read once, its form checked before any command and
+        # any work (exit 2 or 4), and the value handed to the command
+        runs = Runs.from_env()
         with out:
-            outcome = args.func(args)
+            outcome = args.func(args, runs)
     except PipelineError as e:
         if debugging():
             traceback.print_exc()

@@ -89,8 +89,10 @@ def add(
             parser.add_argument(flag(name), type=kind, help=help_text)
 
 
-def overrides(args: argparse.Namespace, model: type[BaseModel]) -> dict:
-    return {n: getattr(args, n) for n in model.model_fields if getattr(args, n, None) is not None}
+def overrides(given: dict, model: type[BaseModel]) -> dict:
+    """The model's fields among `given` (the command line's values by flag name, as
+    `vars(args)` holds them), those set."""
+    return {n: given[n] for n in model.model_fields if given.get(n) is not None}
 
 
 def to_argv(values: dict) -> list[str]:

@@ -2,8 +2,10 @@
 paths.STORES; S3 through s3fs, credentials and endpoint as boto reads them: AWS_* variables,
 ~/.aws).
 
-Stages work in a local mirror of each run folder (under the cache: mirror_root). The store
-holds a folder by content, as git, DVC, huggingface_hub and OCI registries do:
+Stages work in a local mirror of each run folder (under the cache: mirror_root); every call
+here is given the store and the mirror it syncs (core/runs.py: the Runs the entry point made
+hands them down). The store holds a folder by content, as git, DVC, huggingface_hub and OCI
+registries do:
 
     <root>/.objects/sha256/ab/ab12…        the bytes of every file, named by their sha256
     <root>/<model>/<recipe>/manifest.json  the folder's manifest, and under "objectstore" the
@@ -29,7 +31,7 @@ holds only its own files: deleted means this mirror had it and removed it); a ru
 manifest is the last committer's, as before (the nightly runs the cells of one run folder one
 after another). The transport (the store, deadlines, conditional writes) is store_transport's.
 
-`pull(rel, weights=False)`: manifests and results only, not `artifact/` nor tensors (advise,
+`pull(…, weights=False)`: manifests and results only, not `artifact/` nor tensors (advise,
 clean-cache); what it left out stays in the next commit unless its folder was pruned. Pruning
 commits like any write (the manifest drops the files); `collect_garbage` (`make clean-cache`)
 deletes the objects no manifest names once older than GC_MIN_AGE_S. A hidden record per
@@ -52,7 +54,6 @@ from pipeline.core import secrets, stored_objects
 from pipeline.core import store_transport as transport
 from pipeline.core.errors import UserError
 from pipeline.core.files import write_json_atomic
-from pipeline.core.paths import mirror_root, runs_url
 from pipeline.core.store_transport import MANIFEST, OBJECTS, StoreError
 
 __all__ = [
@@ -62,7 +63,6 @@ __all__ = [
     "forget_checks",
     "pull",
     "push",
-    "runs_url",
 ]
 
 KEY = "objectstore"  # the file map's key in a stored manifest; the local copy has none
@@ -78,25 +78,20 @@ _CHECKED: set[tuple[str, str]] = set()
 WEIGHTS = (".safetensors", ".pt", ".pth", ".bin", ".npy", ".gguf")  # and all of artifact/
 
 
-def pull(rel: str, *, weights: bool = True, mirror: Path | None = None) -> None:
-    """Fetch the run folders stored at or under `rel` into the mirror, each exactly as its
-    stored manifest names it. weights=False: no `artifact/`, no tensors. No-op without object
-    storage, or where nothing is stored yet."""
-    if (remote := runs_url()) is None:
-        return
+def pull(remote: str, mirror: Path, rel: str, *, weights: bool = True) -> None:
+    """Fetch the run folders stored at `remote` at or under `rel` into `mirror`, each exactly
+    as its stored manifest names it. weights=False: no `artifact/`, no tensors. No-op where
+    nothing is stored yet."""
     store = transport.open_store(remote)
-    local_root = mirror or mirror_root(remote)
     with transport.failing(store, f"fetching {rel or 'the run folders'}"):
         for unit in _units(store, rel):
-            _pull_unit(store, unit, local_root / unit, weights)
+            _pull_unit(store, unit, mirror / unit, weights)
 
 
-def push(rel: str, *, mirror: Path | None = None, if_unchanged: bool = False) -> bool:
-    """Commit `rel` from the mirror: content the store lacks, then its manifest. if_unchanged:
-    not where another machine committed since this mirror synced (False then)."""
-    if (remote := runs_url()) is None:
-        return False
-    local = (mirror or mirror_root(remote)) / rel
+def push(remote: str, mirror: Path, rel: str, *, if_unchanged: bool = False) -> bool:
+    """Commit `rel` from `mirror` to `remote`: content the store lacks, then its manifest.
+    if_unchanged: not where another machine committed since this mirror synced (False then)."""
+    local = mirror / rel
     if not local.is_dir():
         return False
     store = transport.open_store(remote)
@@ -109,27 +104,25 @@ def forget_checks() -> None:
     _CHECKED.clear()
 
 
-def commit_pruned(min_age_s: float = GC_MIN_AGE_S) -> list[str]:
+def commit_pruned(remote: str, mirror: Path, min_age_s: float = GC_MIN_AGE_S) -> list[str]:
     """After a local prune (`make clean-cache`, on a mirror pulled just before): commit every
-    mirrored folder, then collect garbage. Lines for people; [] without object storage."""
-    if (remote := runs_url()) is None:
-        return []
-    mirror, skipped = mirror_root(remote), []
+    mirrored folder, then collect garbage. Lines for people."""
+    skipped = []
     for record in sorted(mirror.rglob(RECORD)):
         rel = record.parent.relative_to(mirror).as_posix()
-        if _busy(record.parent) or not push(rel, if_unchanged=True):
+        if _busy(record.parent) or not push(remote, mirror, rel, if_unchanged=True):
             skipped.append(rel)
     lines = [f"skipped   {rel}: being written here, or committed from elsewhere meanwhile"
              for rel in skipped]  # fmt: skip
-    count, size = collect_garbage(min_age_s)
+    count, size = collect_garbage(remote, min_age_s)
     hours = min_age_s / 3600
     lines.append(f"store     {secrets.url(remote)}: {count} unreferenced objects deleted "
                  f"({size / 2**20:.1f} MiB); younger than {hours:g} h kept")  # fmt: skip
     return lines
 
 
-def collect_garbage(min_age_s: float = GC_MIN_AGE_S) -> tuple[int, int]:
-    """Delete the objects no stored manifest under the root names and older than `min_age_s`
+def collect_garbage(remote: str, min_age_s: float = GC_MIN_AGE_S) -> tuple[int, int]:
+    """Delete the objects no stored manifest under `remote` names and older than `min_age_s`
     (a writer may have uploaded objects whose manifest is not written yet). (count, bytes).
 
     A writer re-uploads an unnamed object older than half of that before its manifest names it
@@ -139,8 +132,6 @@ def collect_garbage(min_age_s: float = GC_MIN_AGE_S) -> tuple[int, int]:
     whose re-upload, manifest and check all fall within one candidate's last look and its
     delete: a reader then says the object is missing, and the next commit from a new process
     (`--force`) puts it back."""
-    if (remote := runs_url()) is None:
-        return 0, 0
     store = transport.open_store(remote)
     with transport.failing(store, "collecting unreferenced objects"):
         prefix = f"{store.root}/{OBJECTS}"

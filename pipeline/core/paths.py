@@ -1,4 +1,5 @@
-"""Where things are: the checkout's own folders, and the run and cache roots (overridable)."""
+"""Where things are: the checkout's own folders, the cache root, and RUNS_DIR's form (the run
+root itself is a value the entry point makes: core/runs.py)."""
 
 import functools
 import os
@@ -15,14 +16,6 @@ PROMPTS_FILE = REPO / "evals" / "prompts" / "generation.jsonl"
 NIGHTLY_MATRIX = REPO / "evals" / "nightly.yaml"
 # Scripts run by the serving env's python (vLLM cannot be imported in the main env).
 VLLM_SCRIPTS = REPO / "pipeline" / "vllm_scripts"
-
-
-def runs_root() -> Path:
-    """RUNS_DIR (default ./runs); for object storage (s3://…) its local mirror, which the run
-    folders sync with (core/objectstore.py)."""
-    if remote := runs_url():
-        return mirror_root(remote)
-    return Path(os.environ.get("RUNS_DIR") or Path.cwd() / "runs").resolve()
 
 
 def runs_url() -> str | None:
@@ -114,14 +107,8 @@ def _importable(scheme: str, shown: str) -> None:
         ) from None
 
 
-def runs_root_variable() -> str:
-    """The variable that moves runs_root(): RUNS_DIR, or for object storage the cache its local
-    mirror lives under (pointing RUNS_DIR elsewhere would free no byte there)."""
-    return "PIPELINE_CACHE" if runs_url() else "RUNS_DIR"
-
-
 def mirror_root(remote: str) -> Path:
-    """Where run folders stored at `remote` are worked on: under the cache."""
+    """Where run folders stored at `remote` are worked on: under the cache (Runs.local)."""
     scheme, _, rest = remote.partition("://")
     return cache_root() / "runs-mirror" / scheme / rest
 

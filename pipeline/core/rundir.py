@@ -22,10 +22,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from pipeline.core import objectstore
 from pipeline.core.errors import UserError
 from pipeline.core.files import exclusive_lock, folder_bytes, write_json_atomic
-from pipeline.core.paths import runs_root
+from pipeline.core.runs import ORIGINAL, Runs
 
 SCHEMA_VERSION = 2
 HISTORY_STAGES = ("eval", "serve")  # stages that keep one result per inputs fingerprint
@@ -73,13 +72,22 @@ class Manifest(BaseModel):
 
 
 class RunDir:
-    def __init__(self, model_name: str, recipe_name: str, root: Path | None = None):
-        self.path = (root or runs_root()) / model_name / recipe_name
+    """One run folder under `runs`' local root: its manifest, lock, cached results and pruning.
+    It opens no store: each manifest write is committed through `runs` (Runs.push_run: a
+    no-op without a store), and what it reads was pulled before it was made (Runs.pull_run).
+    A folder given as `runs` is a local root alone."""
+
+    def __init__(self, model_name: str, recipe_name: str, runs: Runs | Path):
+        self.runs = runs if isinstance(runs, Runs) else Runs(Path(runs))
+        self.model_name, self.recipe_name = model_name, recipe_name
+        self.path = self.runs.folder(model_name, recipe_name)
         self.manifest_path = self.path / "manifest.json"
-        # in object storage (RUNS_DIR=s3://…): this run and its model's original, fetched
-        self._synced = [] if root else [f"{model_name}/original", f"{model_name}/{recipe_name}"]
-        for rel in self._synced:
-            objectstore.pull(rel)
+
+    @property
+    def original(self) -> Path:
+        """Its model's folder for the original (the references eval and serve keep), pulled
+        and committed with this run (Runs.pull_run, push_run)."""
+        return self.runs.folder(self.model_name, ORIGINAL)
 
     def check_writable(self) -> None:
         """Refuse up front (nothing created) where this run's folder cannot be made or written."""
@@ -124,8 +132,7 @@ class RunDir:
     def commit(self) -> None:
         """In object storage: the original's references, then this run (its manifest last),
         each object checked held by the store, what it lacks uploaded again."""
-        for rel in self._synced:
-            objectstore.push(rel)
+        self.runs.push_run(self.model_name, self.recipe_name)
 
     def cached(self, stage: str, fingerprint: str) -> StageEntry | None:
         """The done entry with these inputs whose outputs still exist, if any."""

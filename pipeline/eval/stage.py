@@ -15,6 +15,7 @@ tasks are paired item by item (pipeline/eval/paired_tasks.py), with a floor of t
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from pipeline.artifact import AfterQuantize, Artifact
 from pipeline.config.recipe import EvalSettings
@@ -54,10 +55,10 @@ class EvalStage(AfterQuantize):
     backend: str
     backend_reason: str | None = None  # why "auto" chose it
     _load_seconds = 0.0  # not a field: the time work() spent loading models, set as it loads
-    name: str = "eval"
-    folder: str = "eval"
-    _windows: dict = field(default_factory=dict, repr=False)
-    _keys: dict = field(default_factory=dict, repr=False)
+    name: ClassVar[str] = "eval"
+    folder: ClassVar[str] = "eval"
+    _windows: dict = field(default_factory=dict, repr=False, init=False)
+    _keys: dict = field(default_factory=dict, repr=False, init=False)
 
     @property
     def starts_vllm(self) -> bool:
@@ -74,7 +75,7 @@ class EvalStage(AfterQuantize):
 
     @property
     def reference_dir(self) -> Path:
-        return self.rundir.path.parent / "original" / "reference"
+        return self.rundir.original / "reference"
 
     @classmethod
     def prepare(cls, q: Artifact, backend: str | None = None) -> "EvalStage":

@@ -20,9 +20,9 @@ of the same scheme (`--recipe` picks another): its gates, tasks and serving swee
 """
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import yaml
 
@@ -33,7 +33,9 @@ from pipeline.core import environment, progress, quiet
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir
 from pipeline.core.rundir import RunDir, StageEntry
+from pipeline.core.runs import Runs
 from pipeline.external import formats, match, source, stage_plan
+from pipeline.external.request import ImportRequest
 from pipeline.models import aliases, checkpoint
 from pipeline.models.tiny.build import ensure
 from pipeline.planning import deployment, geometry
@@ -63,45 +65,57 @@ class ImportStage:
     """An Artifact (pipeline/artifact/protocol.py) with every member its own: no quantize stage
     underneath, so nothing of quantizing (memory, calibration text) applies by accident."""
 
-    ref: aliases.ModelRef  # the base: its config and tokenizer checked the artifact's
+    request: ImportRequest  # its settings recipe always given once prepared
     geometry: Geometry  # the base's, which the artifact shares
     recipe: recipe.RecipeFile  # the artifact's format described as a recipe (_recipe)
-    calibration: recipe.Calibration  # the settings recipe's: eval's calibration split
     rundir: RunDir
-    external: source.ExternalRef
     format: formats.ExternalFormat
-    settings_from: str  # the shipped recipe whose eval / serve sections apply
-    model_path: Path | None = None  # the base's files: eval's reference
-    model_identity: dict = field(default_factory=dict)
-    artifact_path: Path | None = None  # the materialized checkpoint (a hub snapshot or folder)
-    artifact_identity: dict = field(default_factory=dict)
-    name: str = "quantize"  # the key eval, serve and publish look up, as for a recipe's
-    folder: str = FOLDER
-    starts_vllm = False  # not a field: an import starts nothing
-    max_memory = None  # not a field: --max-memory applies to quantizing (refused with --import)
+    model_path: Path | None = field(default=None, init=False)  # the base's: eval's reference
+    model_identity: dict = field(default_factory=dict, init=False)
+    artifact_path: Path | None = field(default=None, init=False)  # the checkpoint's folder
+    artifact_identity: dict = field(default_factory=dict, init=False)
+    name: ClassVar[str] = "quantize"  # the key eval, serve and publish look up, as a recipe's
+    folder: ClassVar[str] = FOLDER
+    starts_vllm: ClassVar[bool] = False  # an import starts nothing
+    max_memory: ClassVar[None] = None  # --max-memory applies to quantizing (refused here)
     staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 
+    @property
+    def ref(self) -> aliases.ModelRef:
+        """The base: its config and tokenizer checked the artifact's."""
+        return self.request.ref
+
+    @property
+    def external(self) -> source.ExternalRef:
+        return self.request.external
+
+    @property
+    def calibration(self) -> recipe.Calibration:
+        """The settings recipe's: eval's calibration split."""
+        return self.recipe.spec.calibration
+
+    @property
+    def settings_from(self) -> str:
+        """The shipped recipe whose eval / serve sections apply."""
+        return self.request.settings.name
+
     @classmethod
-    def prepare_import(
-        cls, model: str, artifact: str, settings: str | None = None, revision: str | None = None
-    ) -> "ImportStage":
-        """Everything decided from names, configs and tokenizers: no weights, no writes."""
-        ref = aliases.resolve(model, revision)
+    def prepare(cls, req: ImportRequest, runs: Runs) -> "ImportStage":
+        """Everything decided from configs and tokenizers: no weights, no writes; its run
+        folder pulled from object storage, as its stages read."""
+        ref, ext = req.ref, req.external
         config = aliases.load_config(ref)  # the base's, to compare the artifact's with
-        ext = source.resolve(artifact)
         folder = source.config_folder(ext)
         fmt = formats.detect(folder, ext.given)
         differ = checkpoint.shape_differences(config, formats.model_config(folder))
         match.check_architecture(ref.name, ext.given, differ)
         match.check_tokenizer(ref.name, _tokenizer_source(ref), ref.revision, ext.given, folder)
-        base = recipe.load(settings or _same_scheme(fmt))
+        base = req.settings or recipe.load(_same_scheme(fmt))
         rf = _recipe(ext, fmt, base)
-        rundir = RunDir(ref.name, rf.name)
+        runs.pull_run(ref.name, rf.name)
+        rundir = RunDir(ref.name, rf.name, runs)
         rundir.check_writable()
-        return cls(
-            ref, geometry.of(config), rf, rf.spec.calibration, rundir,
-            external=ext, format=fmt, settings_from=base.name,
-        )  # fmt: skip
+        return cls(replace(req, settings=base), geometry.of(config), rf, rundir, fmt)
 
     @property
     def header(self) -> dict:

@@ -15,12 +15,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pipeline.config.flags import to_argv
-from pipeline.core import objectstore
 from pipeline.core.outcome import Outcome
-from pipeline.core.paths import REPO, runs_root
+from pipeline.core.paths import REPO
+from pipeline.core.runs import Runs
 from pipeline.eval.results import load as eval_results
 from pipeline.nightly import envs
-from pipeline.nightly.matrix import Cell
+from pipeline.nightly.matrix import RECIPES, Cell
 from pipeline.nightly.regress import floor_metrics
 from pipeline.nightly.store import Metric
 from pipeline.serve.results import load as serve_results
@@ -30,23 +30,28 @@ _RUNNING: set[int] = set()
 
 
 def execute(
-    cell: Cell, log_dir: str, timeout_s: float | None = None, env_stamps: dict | None = None
+    cell: Cell,
+    runs: Runs,
+    log_dir: str,
+    timeout_s: float | None = None,
+    env_stamps: dict | None = None,
 ) -> dict:
-    """{model, cell, recipe, overrides_sha, status, error, stages, metrics, where}.
-    env_stamps: the driver's envs (envs.py), checked first where the cell runs on a Ray node."""
+    """{model, cell, recipe, overrides_sha, status, error, stages, metrics, where}, its run
+    folders under `runs` (its `pipeline run` is handed them as RUNS_DIR). env_stamps: the
+    driver's envs (envs.py), checked first where the cell runs on a Ray node."""
     place = where()
-    if env_stamps is not None and (why := envs.refusal(env_stamps, place["node"])):
+    if env_stamps is not None and (why := envs.refusal(env_stamps, place["node"], runs.remote)):
         return {"model": cell.model, "cell": cell.name, "recipe": cell.recipe,
                 "overrides_sha": cell.overrides_sha, "status": "failed", "error": why,
                 "stages": {}, "metrics": [], "where": place}  # fmt: skip
-    objectstore.pull("nightly/recipes")  # a worker's mirror: the driver's overridden recipes
+    runs.pull(RECIPES)  # a worker's mirror: the driver's overridden recipes
     log = Path(log_dir) / log_name(cell)
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
-        outcome, tail, timed_out = _run(cell, log, timeout_s)
+        outcome, tail, timed_out = _run(cell, runs, log, timeout_s)
     finally:  # the log where the driver reads it, in object storage too
-        if objectstore.runs_url() and log.parent.is_relative_to(runs_root()):
-            objectstore.push(log.parent.relative_to(runs_root()).as_posix())
+        if runs.remote and log.parent.is_relative_to(runs.local):
+            runs.push(log.parent.relative_to(runs.local).as_posix())
     result = {
         "model": cell.model,
         "cell": cell.name,
@@ -59,6 +64,14 @@ def execute(
     result["metrics"] = [asdict(m) for m in collect(outcome)]
     result["where"] = place
     return result
+
+
+def execute_on_node(
+    cell: Cell, log_dir: str, timeout_s: float | None, env_stamps: dict | None
+) -> dict:
+    """A cell as a Ray task: an entry point of its own on its node, its run folders where the
+    RUNS_DIR its task was handed says (executors.runtime_env_vars)."""
+    return execute(cell, Runs.from_env(), log_dir, timeout_s, env_stamps)
 
 
 def stop_running() -> None:
@@ -108,7 +121,9 @@ def command(cell: Cell) -> list[str]:
     return [*cmd, "--json"]
 
 
-def _run(cell: Cell, log: Path, timeout_s: float | None) -> tuple[Outcome | None, str, bool]:
+def _run(
+    cell: Cell, runs: Runs, log: Path, timeout_s: float | None
+) -> tuple[Outcome | None, str, bool]:
     """The outcome the CLI printed (None if it died before printing one), its log's tail, and
     whether it ran past `timeout_s` (then its whole process group is killed: servers too)."""
     cmd = command(cell)
@@ -116,7 +131,8 @@ def _run(cell: Cell, log: Path, timeout_s: float | None) -> tuple[Outcome | None
         err.write(f"\n$ {' '.join(cmd)}\n")
         err.flush()
         start = err.tell()
-        env = {**os.environ, "PIPELINE_PARENT_PID": str(os.getpid())}  # dies with it: procs.py
+        env = {**os.environ, "RUNS_DIR": runs.setting}
+        env["PIPELINE_PARENT_PID"] = str(os.getpid())  # dies with it: procs.py
         proc = subprocess.Popen(
             cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True, env=env,
             start_new_session=True,

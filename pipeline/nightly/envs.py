@@ -9,7 +9,7 @@ it carries no envs.
 from pathlib import Path
 
 from pipeline.core import secrets
-from pipeline.core.paths import REPO, runs_url
+from pipeline.core.paths import REPO
 
 STAMPS = (".venv/.installed", ".venv-serve/.installed-*")
 
@@ -23,14 +23,17 @@ def fingerprint(repo: Path = REPO) -> dict[str, str]:
     return found
 
 
-def refusal(expected: dict[str, str], node: str, repo: Path = REPO) -> str | None:
-    """Why this node cannot run a cell with the driver's envs (None: it can)."""
+def refusal(
+    expected: dict[str, str], node: str, remote: str | None, repo: Path = REPO
+) -> str | None:
+    """Why this node cannot run a cell with the driver's envs and reach `remote`, the object
+    store its run folders are in (None: it can)."""
     if not (repo / ".venv" / "bin" / "python").exists():
         return (
             f"node {node}: no main env at {repo}/.venv: share the checkout with the driver, or "
             f"run `make setup` in a checkout at {repo} on that node"
         )
-    if why := credentials_refusal(node):
+    if why := credentials_refusal(node, remote):
         return why
     here = fingerprint(repo)
     differ = sorted(k for k in expected.keys() | here.keys() if expected.get(k) != here.get(k))
@@ -42,11 +45,10 @@ def refusal(expected: dict[str, str], node: str, repo: Path = REPO) -> str | Non
     return None
 
 
-def credentials_refusal(node: str) -> str | None:
-    """Why this node cannot reach RUNS_DIR's object storage (None: it can, or it is local).
-    Credentials never travel with a Ray task (executors.SHARED): the node has its own."""
-
-    url = runs_url()
+def credentials_refusal(node: str, url: str | None) -> str | None:
+    """Why this node cannot reach the object store at `url`, RUNS_DIR's (None: it can, or
+    there is none). Credentials never travel with a Ray task (executors.SHARED): the node has
+    its own."""
     if not url or not url.startswith("s3://"):
         return None
     import botocore.session

@@ -6,8 +6,11 @@ stopped past the matrix's cell_timeout_s, and is retried once on another node wh
 dies; one whose node is lost with no other to hold it is recorded as failed, with why.
 Either way each result comes back to the caller, which writes it to the store.
 
-    with executors.connect("ray", cells, gpu="H100-80GB", timeout_s=…) as runner:  # refusals here
+    with executors.connect("ray", cells, "H100-80GB", timeout_s, runs) as runner:  # refusals here
         runner.run(todo, log_dir, done, claim)
+
+Each runner holds the Runs it was handed: the local one runs its cells with it; Ray's hands its
+RUNS_DIR to every task (runtime_env_vars), where the cell makes its own (cell.execute_on_node).
 """
 
 import contextlib
@@ -18,8 +21,9 @@ from collections.abc import Callable, Iterator
 
 from pipeline.core.paths import REPO
 from pipeline.core.progress import bar
+from pipeline.core.runs import Runs
 from pipeline.nightly import envs, placement
-from pipeline.nightly.cell import execute
+from pipeline.nightly.cell import execute, execute_on_node
 from pipeline.nightly.matrix import Cell
 
 Done = Callable[[dict], object]
@@ -31,8 +35,8 @@ POLL_S = 30  # how often the driver looks at cells still waiting for a node
 class Local:
     name = "local"
 
-    def __init__(self, timeout_s: float | None):
-        self.timeout_s = timeout_s
+    def __init__(self, timeout_s: float | None, runs: Runs):
+        self.timeout_s, self.runs = timeout_s, runs
 
     def run(self, cells: list[Cell], log_dir: str, done: Done, claim: Claim = bool) -> None:
         # closed however the night ends: a driver that stops says why on a line of its own
@@ -40,17 +44,17 @@ class Local:
             for cell in cells:
                 progress.set_postfix_str(f"{cell.model} × {cell.name}", refresh=True)
                 if claim(cell):  # claimed just before it runs: drivers share a matrix cell by cell
-                    done(execute(cell, log_dir, self.timeout_s))
+                    done(execute(cell, self.runs, log_dir, self.timeout_s))
                 progress.update()
 
 
 class Ray:
     name = "ray"
 
-    def __init__(self, cells: list[Cell], gpu: str, timeout_s: float | None):
+    def __init__(self, cells: list[Cell], gpu: str, timeout_s: float | None, runs: Runs):
         import ray
 
-        self.ray, self.timeout_s = ray, timeout_s
+        self.ray, self.timeout_s, self.runs = ray, timeout_s, runs
         self.env_stamps = envs.fingerprint()
         self.nodes = placement.alive(ray.nodes())
         self.gpu = gpu
@@ -62,7 +66,7 @@ class Ray:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         ray = self.ray
-        remote = ray.remote(execute)
+        remote = ray.remote(execute_on_node)
         pending = {}
 
         def submit(cell: Cell) -> None:
@@ -119,23 +123,25 @@ class Ray:
 
 
 @contextlib.contextmanager
-def connect(name: str, cells: list[Cell], gpu: str, timeout_s: float | None) -> Iterator:
+def connect(
+    name: str, cells: list[Cell], gpu: str, timeout_s: float | None, runs: Runs
+) -> Iterator:
     """The executor `name` (one of NAMES), connected; Ray's reservations checked."""
     if name == "local":
-        yield Local(timeout_s)
+        yield Local(timeout_s, runs)
         return
     if os.environ.get("RAY_ADDRESS"):
         _token_auth()  # before Ray reads its config
     import ray
 
-    _connect(ray)
+    _connect(ray, runs)
     try:
-        yield Ray(cells, gpu, timeout_s)
+        yield Ray(cells, gpu, timeout_s, runs)
     finally:
         ray.shutdown()
 
 
-def _connect(ray) -> None:
+def _connect(ray, runs: Runs) -> None:
     """This process as a Ray driver: to the cluster at RAY_ADDRESS (its token from
     RAY_AUTH_TOKEN or Ray's token file, as Ray reads them), else a local Ray. Workers import
     the pipeline from this checkout's path (envs.py) and get the variables cells read, except
@@ -143,7 +149,7 @@ def _connect(ray) -> None:
     address = os.environ.get("RAY_ADDRESS")
     if not address:
         os.environ.pop("RAY_ADDRESS", None)  # empty means unset for us; Ray might disagree
-    env = runtime_env_vars(os.environ)
+    env = runtime_env_vars(os.environ, runs)
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING}  # our lines, not Ray's
     if address:
         ray.init(address=address, runtime_env={"env_vars": env}, **quiet)
@@ -161,13 +167,15 @@ def _connect(ray) -> None:
 # a task's env_vars at INFO on every node (`Creating runtime env: …`). HF_TOKEN and AWS keys
 # come from each node's own environment or files (`ray start` run with them, ~/.aws,
 # ~/.cache/huggingface/token); a node without them refuses its cells (envs.refusal).
-SHARED = ("RUNS_DIR", "PIPELINE_CACHE", "HF_HOME", "HF_HUB_OFFLINE", "AWS_ENDPOINT_URL",
+SHARED = ("PIPELINE_CACHE", "HF_HOME", "HF_HUB_OFFLINE", "AWS_ENDPOINT_URL",
           "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE")  # fmt: skip
 
 
-def runtime_env_vars(environ) -> dict[str, str]:
-    """The variables a cell's Ray task gets from the driver: SHARED, never a secret."""
+def runtime_env_vars(environ, runs: Runs) -> dict[str, str]:
+    """The variables a cell's Ray task gets from the driver: SHARED, never a secret, and
+    RUNS_DIR as the driver was handed it (`runs`)."""
     env = {k: environ[k] for k in SHARED if k in environ}
+    env["RUNS_DIR"] = runs.setting
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), environ.get("PYTHONPATH")]))
     return env
 

@@ -16,13 +16,14 @@ from pydantic import Field, create_model
 from pipeline.config import recipe as recipes
 from pipeline.config.recipe import ServeSettings
 from pipeline.config.strict import Strict, display, load_yaml, validated
-from pipeline.core import objectstore
 from pipeline.core.errors import UserError
 from pipeline.core.files import sha256_json, sha256_text
-from pipeline.core.paths import NIGHTLY_MATRIX, runs_root
+from pipeline.core.paths import NIGHTLY_MATRIX
+from pipeline.core.runs import Runs
 from pipeline.external.source import resolve
 
 STAGES = ("quantize", "eval", "serve")
+RECIPES = "nightly/recipes"  # overridden recipes, under the run root (the workers pull them)
 
 # The serve block: any of the recipe's serve settings, each optional (the same model, so a typo
 # fails when the matrix loads, not when that cell serves at night).
@@ -120,15 +121,17 @@ def load(path: str | None) -> tuple[Matrix, str]:
     return matrix, sha256_text(text)
 
 
-def cells(matrix: Matrix) -> list[Cell]:
-    """Every model × recipe, then the per-cell entries: overriding a matching cell, or adding."""
+def cells(matrix: Matrix, runs: Runs) -> list[Cell]:
+    """Every model × recipe, then the per-cell entries: overriding a matching cell, or adding.
+    A recipe with overrides is written under `runs` (nightly/recipes/, committed for the
+    workers)."""
     specs = {(m, r): CellSpec(model=m, recipe=r) for m in matrix.models for r in matrix.recipes}
     for spec in matrix.cells:
         specs[(spec.model, spec.name or spec.artifact or spec.recipe)] = spec
-    return [_cell(matrix, spec) for spec in specs.values()]
+    return [_cell(matrix, spec, runs) for spec in specs.values()]
 
 
-def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
+def _cell(matrix: Matrix, spec: CellSpec, runs: Runs) -> Cell:
     if spec.artifact is None and spec.recipe is None:
         raise UserError(f"cell {spec.model}: give a recipe or an artifact")
     if spec.artifact is not None and spec.recipe_overrides:
@@ -138,7 +141,7 @@ def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
     recipe_arg, overrides_sha = spec.recipe, None
     if spec.recipe_overrides:
         overrides_sha = sha256_json(spec.recipe_overrides)
-        recipe_arg = str(_write_overridden(rf, spec.recipe_overrides, overrides_sha))
+        recipe_arg = str(_write_overridden(rf, spec.recipe_overrides, overrides_sha, runs))
     serve = matrix.serve.model_dump(exclude_none=True)
     serve |= spec.serve.model_dump(exclude_none=True) if spec.serve else {}
     if spec.tensor_parallel_size:
@@ -171,7 +174,7 @@ def _cell(matrix: Matrix, spec: CellSpec) -> Cell:
     )
 
 
-def _write_overridden(rf, overrides: dict, digest: str) -> Path:
+def _write_overridden(rf, overrides: dict, digest: str, runs: Runs) -> Path:
     data = yaml.safe_load(rf.text)
     for dotted, value in overrides.items():
         node = data
@@ -181,7 +184,7 @@ def _write_overridden(rf, overrides: dict, digest: str) -> Path:
                 raise UserError(f"recipe {rf.name}: override '{dotted}': no mapping '{key}'")
             node = node[key]
         node[last] = copy.deepcopy(value)
-    path = runs_root() / "nightly" / "recipes" / f"{rf.name}-{digest[:8]}.yaml"
+    path = runs.local / RECIPES / f"{rf.name}-{digest[:8]}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = f"# {rf.name} with nightly overrides {overrides}\n" + yaml.safe_dump(
         data, sort_keys=False
@@ -191,5 +194,5 @@ def _write_overridden(rf, overrides: dict, digest: str) -> Path:
         tmp.write_text(text)
         tmp.replace(path)
     recipes.load(str(path))  # an override that breaks the recipe fails here, in one line
-    objectstore.push("nightly/recipes")  # RUNS_DIR in object storage: for the workers
+    runs.push(RECIPES)  # RUNS_DIR in object storage: for the workers
     return path

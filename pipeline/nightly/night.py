@@ -19,9 +19,9 @@ import threading
 from collections.abc import Iterator
 from secrets import token_hex
 
-from pipeline.core import environment, objectstore, secrets, serving_env
+from pipeline.core import environment, secrets, serving_env
 from pipeline.core.errors import UserError
-from pipeline.core.paths import runs_root
+from pipeline.core.runs import Runs
 from pipeline.nightly import cell as cells_here
 from pipeline.nightly import executors, matrix, regress
 from pipeline.nightly.store import HEARTBEAT_S, Held, Store
@@ -55,16 +55,17 @@ def pin_baseline(matrix_path: str | None, db: str | None, run_id: str) -> tuple[
 
 
 def nightly(
-    matrix_path: str | None, executor: str, db: str | None, new: bool
+    matrix_path: str | None, executor: str, db: str | None, new: bool, runs: Runs
 ) -> tuple[str, str | None]:
+    """The night, its cells' run folders and logs under `runs`."""
     m, sha = matrix.load(matrix_path)
-    cells = matrix.cells(m)  # every recipe and override checked before anything runs
+    cells = matrix.cells(m, runs)  # every recipe and override checked before anything runs
     if executor not in executors.NAMES:
         raise UserError(f"unknown executor '{executor}' (valid: {', '.join(executors.NAMES)})")
     with open_store(db, m) as store:
         store.require_writable()  # a store this host may only read: one line, before the cluster
         # the cluster and each cell's place on it checked before the night is recorded
-        with executors.connect(executor, cells, m.gpu, m.cell_timeout_s) as runner:
+        with executors.connect(executor, cells, m.gpu, m.cell_timeout_s, runs) as runner:
             return _night(m, sha, cells, store, runner, new)
 
 
@@ -85,7 +86,8 @@ def _drive(m, cells: list, store: Store, runner, held: Held) -> tuple[str, str |
         f"nightly run {run_id} ({_how(held, len(recorded))}): {len(todo)} cells, executor "
         f"{runner.name}, store {secrets.url(store.url)}"
     )
-    log_dir = runs_root() / "nightly" / "logs" / run_id
+    runs = runner.runs  # where its cells' run folders are, and their logs
+    log_dir = runs.local / "nightly" / "logs" / run_id
     with _heartbeat(store, held) as alive:
 
         def claim(cell) -> bool:
@@ -100,7 +102,7 @@ def _drive(m, cells: list, store: Store, runner, held: Held) -> tuple[str, str |
 
         runner.run(todo, str(log_dir), done, claim)
         alive()
-    objectstore.pull(f"nightly/logs/{run_id}")  # the workers' logs, from object storage
+    runs.pull(f"nightly/logs/{run_id}")  # the workers' logs, from object storage
     left = {(c.model, c.name) for c in cells} - {
         (c["model"], c["cell"]) for c in store.cells_of(run_id)
     }

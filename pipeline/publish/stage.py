@@ -19,18 +19,20 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from pipeline.advise import rank as advise
 from pipeline.artifact import AfterQuantize, Artifact
 from pipeline.core import environment
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir, write_json_atomic
-from pipeline.core.paths import REPO, cache_root, runs_root
+from pipeline.core.paths import REPO, cache_root
 from pipeline.core.rundir import StageEntry
 from pipeline.eval import results as eval_results
 from pipeline.perf import prices
 from pipeline.planning import gpus
 from pipeline.publish import card, target, upload
+from pipeline.publish.request import PublishRequest
 from pipeline.publish.results import PublishRecord, UsedResult
 from pipeline.serve import results as serve_results
 
@@ -53,24 +55,21 @@ PRIVATE_KEYS = {"hostname", "model_dir", "path"}  # local details that do not be
 @dataclass
 class PublishStage(AfterQuantize):
     quantize: Artifact
-    target: target.Target
-    private: bool = False
-    branch: str | None = None
-    create_pr: bool = False
-    ignore_gates: bool = False  # publish although stages are missing or a gate failed
-    take_over: bool = False  # add to a repo / folder that this pipeline did not publish
-    problems: list[str] = field(default_factory=list)
-    name: str = "publish"
-    folder: str = "publish"
+    request: PublishRequest
+    problems: list[str] = field(default_factory=list)  # what --ignore-gates publishes despite
+    name: ClassVar[str] = "publish"
+    folder: ClassVar[str] = "publish"
+
+    @property
+    def target(self) -> target.Target:
+        return self.request.target
 
     @property
     def path(self) -> Path:
         return self.rundir.path / self.folder
 
     @classmethod
-    def prepare(
-        cls, q: Artifact, repo: str | None, dry_run: bool = False, **options
-    ) -> "PublishStage":
+    def prepare(cls, q: Artifact, req: PublishRequest) -> "PublishStage":
         """Every refusal happens here, before anything is written or sent."""
         if q.recipe.online:
             raise UserError(
@@ -78,21 +77,21 @@ class PublishStage(AfterQuantize):
                 f"to publish (users serve the original with {' '.join(q.recipe.vllm_args())}); "
                 "publish an artifact recipe such as fp8"
             )
-        stage = cls(quantize=q, target=target.parse(repo), **options)
-        if stage.target.kind == "file" and (stage.private or stage.branch or stage.create_pr):
+        stage = cls(q, req)
+        if stage.target.kind == "file" and (req.private or req.branch or req.create_pr):
             raise UserError("--private, --branch and --create-pr apply to hub targets, not file://")
         if stage.target.kind == "file":
             target.check_apart(stage.target.path, _own_folders(q))
         stage.problems = readiness(q)
-        if stage.problems and not stage.ignore_gates:
+        if stage.problems and not req.ignore_gates:
             raise UserError(
                 f"refusing to publish {q.ref.name} × {q.recipe.name}: "
                 + "; ".join(stage.problems)
                 + " (--ignore-gates publishes anyway and says so in the card)"
             )
         if stage.target.kind == "file":
-            upload.check_folder(stage.target, stage.take_over)
-        elif not dry_run:
+            upload.check_folder(stage.target, req.take_over)
+        elif not req.dry_run:
             upload.check_online()
             upload.token()
         return stage
@@ -100,9 +99,9 @@ class PublishStage(AfterQuantize):
     def inputs(self) -> dict:
         return {
             "target": self.target.display,
-            "revision": self.branch or "main",
-            "private": self.private,
-            "create_pr": self.create_pr,
+            "revision": self.request.branch or "main",
+            "private": self.request.private,
+            "create_pr": self.request.create_pr,
             "used": self.record().used.model_dump(),
             "forced": self.problems,
         }
@@ -141,7 +140,7 @@ class PublishStage(AfterQuantize):
 
 def _own_folders(q: Artifact) -> dict[str, Path]:
     """What a file target may never be, hold or sit in: publishing reads from these."""
-    own = {"the run root": runs_root(), "the project": REPO, "the cache": cache_root()}
+    own = {"the run root": q.rundir.runs.local, "the project": REPO, "the cache": cache_root()}
     if q.ref.path:
         own["the source model folder"] = q.ref.path
     return own
@@ -298,7 +297,7 @@ def _publish(stage: PublishStage, out: Path) -> dict:
     try:
         files = _assemble(stage, sending)
         if stage.target.kind == "file":
-            sent = upload.to_folder(stage.target, sending, stage.take_over)
+            sent = upload.to_folder(stage.target, sending, stage.request.take_over)
         else:
             fingerprint = q.rundir.stage("quantize").fingerprint
             message = (
@@ -308,10 +307,10 @@ def _publish(stage: PublishStage, out: Path) -> dict:
                 stage.target,
                 sending,
                 message,
-                stage.private,
-                stage.branch,
-                stage.create_pr,
-                stage.take_over,
+                stage.request.private,
+                stage.request.branch,
+                stage.request.create_pr,
+                stage.request.take_over,
             )
             sent["commit_message"] = message
         os.replace(sending / "README.md", out / "README.md")

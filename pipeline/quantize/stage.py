@@ -6,40 +6,44 @@ Two paths: `model-free` (llm-compressor's model_free_ptq, shard by shard; the de
 data-free recipes) and `oneshot` (the model in memory; every calibrating recipe). `--path`
 chooses; the path is an input of the stage (recorded, and part of its fingerprint).
 
-Everything a user can get wrong is checked before the run directory is created.
+The stage is prepared from a QuantizeRequest (request.py: the loaded model and recipe); how it
+runs here — calibration, path, processes, tiny-llama's caps — is policy.py's. Everything a user
+can get wrong is checked before the run directory is created.
 """
 
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from pipeline.config import recipe
-from pipeline.config.strict import validated
+from pipeline.config.recipe import Calibration, RecipeFile
 from pipeline.core import devices, environment, memo, progress, quiet
-from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
+from pipeline.core.errors import ArtifactCheckError, NotOnThisHost
 from pipeline.core.files import staging_dir
 from pipeline.core.rundir import RunDir, StageEntry
-from pipeline.data.texts import TextSet, check_source, load_texts, source_sha
+from pipeline.core.runs import Runs
+from pipeline.data.texts import TextSet, load_texts, source_sha
 from pipeline.models import aliases, architecture, integrity
 from pipeline.planning import deployment, geometry
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import artifact_bytes
-from pipeline.quantize import model_free, moe_view, oneshot, plan, record, stage_plan, verify
+from pipeline.quantize import (
+    model_free,
+    moe_view,
+    oneshot,
+    plan,
+    policy,
+    record,
+    stage_plan,
+    verify,
+)
 from pipeline.quantize.artifact import shard_bytes, size_metrics, tensor_bytes
+from pipeline.quantize.request import QuantizeRequest
 
 ARTIFACT = "artifact"
-PATHS = ("model-free", "oneshot")
 LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "datasets")
 if TYPE_CHECKING:
     from pipeline.core.stage_plan import ArtifactPlan
-
-# tiny-llama is a CPU test model: recipes' production calibration budgets (512 × 2048) are
-# capped to this unless given explicitly on the command line.
-TINY_CALIBRATION_CAP = {"num_samples": 64, "max_seq_length": 256}
-# and AutoRound's tuning (~14 s per layer per 200 iterations on 2 CPU cores) to this many
-# iterations (measured: mean KL 5.4e-5 at 50, 3.2e-5 at 200, round-to-nearest 2.0e-4)
-TINY_AUTOROUND_ITERS = 50
 
 ONLINE = (
     "an online recipe quantizes nothing ahead: vLLM does as it loads the 16-bit checkpoint (eval"
@@ -49,25 +53,55 @@ ONLINE = (
 
 @dataclass
 class QuantizeStage:
-    """A recipe's quantize stage: an Artifact (pipeline/artifact/protocol.py), as an import is."""
+    """A recipe's quantize stage: an Artifact (pipeline/artifact/protocol.py), as an import is.
+    Made by `prepare` from its request; what the request leaves open, the policy decided."""
 
-    ref: aliases.ModelRef
+    request: QuantizeRequest
     geometry: Geometry
-    recipe: recipe.RecipeFile
-    calibration: recipe.Calibration
     rundir: RunDir
-    texts: TextSet | None = None
-    model_path: Path | None = None
-    model_identity: dict = field(default_factory=dict)
-    nproc: int = 1  # processes under torchrun; not an input: the artifact is the same one
-    path: str = "oneshot"  # "model-free" or "oneshot"
-    workers: int = 1  # model-free: shards quantized at once; not an input (same artifact)
-    max_memory: int | None = None  # --max-memory; None: what the host has available
-    capped: dict = field(default_factory=dict)  # tiny-llama's caps on modifier arguments
-    name: str = "quantize"
-    folder: str = ARTIFACT
-    starts_vllm = False  # not a field: quantizing starts no vLLM engine
+    decided: policy.Decided
+    texts: TextSet | None = field(default=None, init=False)  # loaded when needed (load_texts)
+    model_path: Path | None = field(default=None, init=False)  # once load_inputs has run
+    model_identity: dict = field(default_factory=dict, init=False)
+    name: ClassVar[str] = "quantize"
+    folder: ClassVar[str] = ARTIFACT
+    starts_vllm: ClassVar[bool] = False  # quantizing starts no vLLM engine
     staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
+
+    @property
+    def ref(self) -> aliases.ModelRef:
+        return self.request.ref
+
+    @property
+    def recipe(self) -> RecipeFile:
+        return self.request.recipe
+
+    @property
+    def calibration(self) -> Calibration:
+        return self.decided.calibration
+
+    @property
+    def path(self) -> str:
+        """model-free or oneshot: an input (recorded, part of the fingerprint)."""
+        return self.decided.path
+
+    @property
+    def capped(self) -> dict:
+        return self.decided.capped
+
+    @property
+    def nproc(self) -> int:
+        """Processes under torchrun; not an input: the artifact is the same one."""
+        return self.request.nproc
+
+    @property
+    def workers(self) -> int:
+        """Model-free: shards quantized at once; not an input (the same artifact)."""
+        return self.request.workers
+
+    @property
+    def max_memory(self) -> int | None:
+        return self.request.max_memory
 
     @property
     def header(self) -> dict:
@@ -101,64 +135,19 @@ class QuantizeStage:
         return self.rundir.path / "logs" / "quantize.log"
 
     @classmethod
-    def prepare(
-        cls,
-        model: str,
-        recipe_name: str,
-        num_samples: int | None = None,
-        max_seq_length: int | None = None,
-        revision: str | None = None,
-        nproc: int = 1,
-        path: str | None = None,
-        workers: int = 1,
-        max_memory: int | None = None,
-    ) -> "QuantizeStage":
-        """Resolve and validate everything from names and configs; no weights, no writes."""
-        ref = aliases.resolve(model, revision)
-        rf = recipe.load(recipe_name)
+    def prepare(cls, req: QuantizeRequest, runs: Runs) -> "QuantizeStage":
+        """Everything checked from the request and configs (the policy's decisions too); no
+        weights, no writes; its run folder pulled from object storage, as its stages read."""
+        ref, rf = req.ref, req.recipe
         g = geometry.of_model(ref)
         if ref.source == "local":  # a half-copied folder fails here, not after loading
             integrity.check_weights(ref.path)
         plan.check_fit(rf, g, ref.name)
-        cal = rf.spec.calibration
-        updates = {}
-        if ref.source == "tiny":
-            updates = {k: min(getattr(cal, k), cap) for k, cap in TINY_CALIBRATION_CAP.items()}
-        if num_samples is not None:
-            updates["num_samples"] = num_samples
-        if max_seq_length is not None:
-            updates["max_seq_length"] = max_seq_length
-        if cal.pack is None:
-            # llm-compressor 0.14 pads AutoRound's captured layer inputs to a common length and
-            # the padding reaches its tuning loss: on tiny-llama, variable-length samples made
-            # AutoRound drift 11x more than round-to-nearest (mean KL 2.3e-3 vs 2.1e-4), packed
-            # equal-length ones (AutoRound's own convention) 6x less (3.2e-5)
-            updates["pack"] = any(name == "AutoRoundModifier" for name, _ in rf.modifiers())
-        # the recipe's own ranges check the command line's values (one definition)
-        cal = validated(recipe.Calibration, {**cal.model_dump(), **updates}, "calibration")
-        if cal.num_samples == 0 and plan.needs_calibration(rf):
-            raise UserError(
-                f"recipe {rf.name} needs calibration data (its modifiers observe activations or "
-                "the KV cache); set calibration.num_samples > 0 or --num-samples"
-            )
-        if cal.num_samples > 0:
-            column = "messages" if cal.chat_template else cal.text_column
-            check_source(cal.dataset, cal.split, column, "calibration")
-        _check_nproc(nproc, rf, cal)
-        path = _choose_path(path, rf, workers, g)
-        capped = {}
-        for name, args in rf.modifiers() if ref.source == "tiny" else []:
-            iters = args.get("iters")  # None (`iters:` left empty): the modifier's default
-            if name == "AutoRoundModifier" and not (iters is None or _is_count(iters)):
-                raise UserError(f"recipe {rf.name}: {name}.iters must be a whole number, got "
-                                f"{iters!r}")  # fmt: skip
-            if name == "AutoRoundModifier" and (iters is None or iters > TINY_AUTOROUND_ITERS):
-                capped = {name: {"iters": TINY_AUTOROUND_ITERS}}
-        rundir = RunDir(ref.name, rf.name)
+        decided = policy.decide(req, g)
+        runs.pull_run(ref.name, rf.name)
+        rundir = RunDir(ref.name, rf.name, runs)
         rundir.check_writable()
-        stage = cls(ref, g, rf, cal, rundir, nproc=nproc, capped=capped, path=path, workers=workers)
-        stage.max_memory = max_memory
-        return stage
+        return cls(req, g, rundir, decided)
 
     def memory_verdict(self, max_memory: int | None) -> str | None:
         """Why the planned peak RSS does not fit `max_memory` (default: the memory this host
@@ -176,7 +165,8 @@ class QuantizeStage:
         given = "--max-memory" if max_memory else "this host has available"
         hint = "a GPU host keeps the model in bf16"
         if self.path == "oneshot" and not model_free.unsupported_for(self.recipe, self.geometry):
-            other = QuantizeStage(**{**self.__dict__, "path": "model-free"})
+            other = replace(self, decided=replace(self.decided, path="model-free"))
+            other.model_path = self.model_path  # the same shards read
             needs = other.plan()["memory_bytes"]["cpu_ram_peak_estimate"] / gib
             hint = f"the model-free path needs ~{needs:.1f} GiB (--path model-free)"
         elif self.path == "model-free" and self.workers > 1:
@@ -449,26 +439,6 @@ def _with_routers_ignored(job: QuantizeStage) -> dict:
     return found
 
 
-def _choose_path(path: str | None, rf: recipe.RecipeFile, workers: int, g: Geometry) -> str:
-    """model-free for a data-free recipe unless --path says otherwise; oneshot for the rest."""
-    why_not = model_free.unsupported_for(rf, g)
-    if workers < 1:
-        raise UserError(f"--workers {workers}: at least 1")
-    if rf.online:
-        if path is not None or workers != 1:
-            raise UserError(f"recipe {rf.name} is online (vLLM quantizes as it loads): no --path")
-        return "oneshot"
-    if path is None:
-        path = "oneshot" if why_not else "model-free"
-    if path not in PATHS:
-        raise UserError(f"--path {path!r}: valid: {', '.join(PATHS)}")
-    if path == "model-free" and why_not:
-        raise UserError(f"--path model-free: recipe {rf.name} cannot take it: {why_not}")
-    if workers != 1 and path != "model-free":
-        raise UserError(f"--workers {workers}: applies to the model-free path (shards at once)")
-    return path
-
-
 def _per_process(built: dict, nproc: int, on_gpus: bool) -> dict:
     """--nproc N on a CPU host: each gloo process holds its own copy of the model (oneshot.py),
     so the CPU RAM peak is N times one process's; on GPUs rank 0 loads it into
@@ -480,28 +450,3 @@ def _per_process(built: dict, nproc: int, on_gpus: bool) -> dict:
     memory["cpu_ram_peak_estimate"] = one * nproc
     memory["cpu_ram_terms"] = {**memory["cpu_ram_terms"], f"× {nproc} processes": one * (nproc - 1)}
     return built | {"memory_bytes": memory}
-
-
-def _check_nproc(nproc: int, rf: recipe.RecipeFile, cal: recipe.Calibration) -> None:
-    """--nproc splits the calibration samples across processes (one GPU each where there are
-    GPUs): refused where there is nothing to split or nothing to run it on."""
-    if nproc == 1:
-        return
-    if nproc < 1:
-        raise UserError(f"--nproc {nproc}: at least 1")
-    if rf.online or cal.num_samples == 0:
-        raise UserError(
-            f"--nproc {nproc}: recipe {rf.name} calibrates nothing (no calibration samples); "
-            "distributed quantization splits the calibration data, so run it with one process"
-        )
-    gpus = environment.gpus()
-    if gpus and nproc > len(gpus):
-        raise UserError(f"--nproc {nproc}: this host has {len(gpus)} GPU(s), one per process")
-    if not gpus and nproc > (os.cpu_count() or 1):
-        raise UserError(f"--nproc {nproc}: this host has {os.cpu_count()} CPU cores")
-    if nproc > cal.num_samples:
-        raise UserError(f"--nproc {nproc}: more processes than the {cal.num_samples} samples")
-
-
-def _is_count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -8,7 +8,6 @@ from typing import Protocol
 
 from pipeline.artifact import Artifact
 from pipeline.core import environment
-from pipeline.core.paths import runs_root
 from pipeline.core.stage_plan import ArtifactPlan
 from pipeline.perf import timing
 
@@ -52,7 +51,7 @@ def _time(q: "Quantizing", original: int) -> tuple[float | None, str]:
     """From the newest earlier run on this host with the same path: bf16 bytes per second."""
     rates, small = [], []
     host = environment.host()["hostname"]
-    for path in runs_root().glob("*/*/manifest.json"):
+    for path in q.rundir.runs.local.glob("*/*/manifest.json"):
         try:
             entry = json.loads(path.read_text())["stages"]["quantize"]
         except (OSError, ValueError, KeyError):

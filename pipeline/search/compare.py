@@ -15,6 +15,7 @@ from pipeline.eval import paired
 from pipeline.planning import geometry
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import bits_per_weight
+from pipeline.quantize.request import QuantizeRequest
 from pipeline.quantize.stage import QuantizeStage
 from pipeline.search import writer
 from pipeline.search.groups import Group
@@ -34,7 +35,7 @@ def uniform_within(g: Geometry, target_bits: float) -> list[str]:
     return fits
 
 
-def run(stage: SearchStage, backend: str | None, force: bool, revision=None) -> dict:
+def run(stage: SearchStage, backend: str | None, force: bool) -> dict:
     g = geometry.of_model(stage.ref)
     uniform = uniform_within(g, stage.target_bits)
     entry, cached = execute(stage, force=force)
@@ -46,10 +47,9 @@ def run(stage: SearchStage, backend: str | None, force: bool, revision=None) -> 
     )
     paths = _write_recipes(stage, found)
     rows = [
-        _evaluate(stage.ref.name, label, str(path), backend, revision, g)
-        for label, path in paths.items()
+        _evaluate(stage, label, recipe.load(str(path)), backend, g) for label, path in paths.items()
     ]
-    rows += [_evaluate(stage.ref.name, n, n, backend, revision, g) for n in uniform]
+    rows += [_evaluate(stage, n, recipe.load(n), backend, g) for n in uniform]
     summary = _summary(stage, found, rows, paths)
     write_json_atomic(stage.rundir.path / "search.json", summary)
     _print(summary)
@@ -79,11 +79,12 @@ def _write_recipes(stage: SearchStage, found: dict) -> dict[str, Path]:
     return paths
 
 
-def _evaluate(model: str, label: str, recipe_ref: str, backend, revision, g) -> dict:
-    """Quantize (cached) and evaluate (cached) one recipe; its heldout drift and size."""
+def _evaluate(stage: SearchStage, label: str, rf: recipe.RecipeFile, backend, g) -> dict:
+    """Quantize (cached) and evaluate (cached) one recipe on the search's model, in the
+    search's runs; its heldout drift and size."""
     import json
 
-    q = QuantizeStage.prepare(model, recipe_ref, revision=revision)
+    q = QuantizeStage.prepare(QuantizeRequest(stage.ref, rf), stage.rundir.runs)
     outcome = flow.run(flow.prepare("search", q, ("eval",), Options(backend=backend)), {}, set())
     # a recipe's gate verdict (failed, or too few items to decide) is its release question, not
     # the search's: its drift is measured either way and ranked beside the others

@@ -28,9 +28,10 @@ from pipeline.config.strict import display
 from pipeline.core.errors import NotOnThisHost, PipelineError, UserError
 from pipeline.core.files import sha256_json, write_json_atomic
 from pipeline.core.outcome import Outcome
-from pipeline.core.paths import runs_root
+from pipeline.core.runs import Runs
 from pipeline.core.stage_plan import Options
 from pipeline.eval.results import load as eval_results
+from pipeline.quantize.request import QuantizeRequest
 from pipeline.quantize.stage import QuantizeStage
 from pipeline.serve.results import load as serve_results
 from pipeline.serve.stage import ServeStage
@@ -78,9 +79,9 @@ def parse_recipes(text: str | None) -> list[str]:
     return names
 
 
-def prepare(model: str, recipes: list[str], revision: str | None = None) -> list[QuantizeStage]:
+def prepare(asks: list[QuantizeRequest], runs: Runs) -> list[QuantizeStage]:
     """Every recipe checked before any of them runs: a typo fails in one line, nothing done."""
-    return [QuantizeStage.prepare(model, name, revision=revision) for name in recipes]
+    return [QuantizeStage.prepare(ask, runs) for ask in asks]
 
 
 def plan(stages: list[QuantizeStage], backend: str | None, serve: bool, as_json: bool) -> None:
@@ -133,7 +134,8 @@ def default_folder(stages: list[QuantizeStage]) -> Path:
     names = "+".join(q.recipe.name for q in stages)
     if len(names) > 80:  # many recipes: a short stable name
         names = f"{len(stages)}-recipes-{sha256_json(names)[:8]}"
-    return runs_root() / stages[0].rundir.path.parent.name / f"compare-{names}"
+    first = stages[0].rundir  # beside the run folders, as a run folder of its own
+    return first.runs.folder(first.model_name, f"compare-{names}")
 
 
 def _one(q: QuantizeStage, backend: str | None, serve: bool) -> Row:

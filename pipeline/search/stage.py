@@ -3,12 +3,14 @@ like any stage (same model, budget, candidates, token set and libraries: reused)
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from pipeline.config.recipe import EvalSettings
 from pipeline.core import environment
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir, write_json_atomic
 from pipeline.core.rundir import RunDir, StageEntry
+from pipeline.core.runs import Runs
 from pipeline.data.texts import load_all
 from pipeline.models import aliases
 from pipeline.search import groups as layer_groups
@@ -34,14 +36,16 @@ class SearchStage:
     target_bits: float
     tokens: int
     rundir: RunDir
-    model_path: Path | None = None
-    model_identity: dict = field(default_factory=dict)
-    name: str = "search"
-    folder: str = "search"
+    model_path: Path | None = field(default=None, init=False)  # once inputs() has run
+    model_identity: dict = field(default_factory=dict, init=False)
+    name: ClassVar[str] = "search"
+    folder: ClassVar[str] = "search"
     staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 
     @classmethod
-    def prepare(cls, model: str, target_bits: float, tokens: int, revision=None) -> "SearchStage":
+    def prepare(
+        cls, ref: aliases.ModelRef, target_bits: float, tokens: int, runs: Runs
+    ) -> "SearchStage":
         fewest = min(s.weight_bits + 16 / s.group_size for s in CANDIDATES.values() if s)
         if not fewest < target_bits < 16:
             raise UserError(
@@ -50,8 +54,8 @@ class SearchStage:
             )
         if tokens < CONTEXT:
             raise UserError(f"--tokens {tokens}: at least {CONTEXT} (one window)")
-        ref = aliases.resolve(model, revision)
-        rundir = RunDir(ref.name, run_name(target_bits))
+        runs.pull_run(ref.name, run_name(target_bits))
+        rundir = RunDir(ref.name, run_name(target_bits), runs)
         rundir.check_writable()
         return cls(ref, target_bits, tokens, rundir)
 

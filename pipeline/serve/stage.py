@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pipeline.artifact import AfterQuantize, Artifact
 from pipeline.config.recipe import ServeSettings
@@ -60,13 +61,13 @@ class ServeStage(AfterQuantize):
     settings: ServeSettings
     placement: Placement  # each side's GPUs, TP and share (pipeline/planning/placement.py)
     port: int | None = None
-    name: str = "serve"
-    folder: str = "serve"
-    starts_vllm = True  # not a field: every serve starts its engines
+    name: ClassVar[str] = "serve"
+    folder: ClassVar[str] = "serve"
+    starts_vllm: ClassVar[bool] = True  # every serve starts its engines
 
     @property
     def original_root(self) -> Path:
-        return self.rundir.path.parent / "original" / self.folder
+        return self.rundir.original / self.folder
 
     @classmethod
     def prepare(

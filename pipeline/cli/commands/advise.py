@@ -11,6 +11,7 @@ from pipeline.config import flags
 from pipeline.config.advise_settings import AdviseSettings
 from pipeline.config.strict import validated
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 from pipeline.planning.gpus import SPECS as GPUS
 
 # Deferred imports: the parser imports every command's module, so a command's stages load only when
@@ -27,10 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.json_flag(p, help=None)
 
 
-def handle(args: argparse.Namespace) -> Outcome:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     from pipeline.advise import report as advise_report
 
-    s = validated(AdviseSettings, flags.overrides(args, AdviseSettings), "advise settings")
-    name, text = advise_report.report(args.model, args.recipe, args.gpu, s, args.json)
+    s = validated(AdviseSettings, flags.overrides(vars(args), AdviseSettings), "advise settings")
+    name, text = advise_report.report(args.model, args.recipe, args.gpu, s, args.json, runs)
     print(text)
     return Outcome.of(NAME, "ok", model=name)

@@ -9,6 +9,8 @@ import argparse
 
 from pipeline.cli import common_flags
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
+from pipeline.quantize.request import QuantizeRequest
 
 # Deferred imports: the parser imports every command's module, so a command's stages load only when
 # it runs (`--help`, `recipes` and `make plan` stay fast and torch-free)
@@ -34,12 +36,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.json_flag(p)
 
 
-def handle(args: argparse.Namespace) -> Outcome:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     from pipeline.search import compare_recipes
 
-    stages = compare_recipes.prepare(
-        args.model, compare_recipes.parse_recipes(args.recipes), args.revision
-    )
+    names = compare_recipes.parse_recipes(args.recipes)
+    asks = [QuantizeRequest.named(args.model, name, args.revision) for name in names]
+    stages = compare_recipes.prepare(asks, runs)
     if args.dry_run:
         compare_recipes.plan(stages, args.backend, args.serve, args.json)
         return Outcome.of(NAME, "ok", model=stages[0].ref.name)

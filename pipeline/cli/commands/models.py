@@ -5,6 +5,7 @@ import argparse
 from tabulate import tabulate
 
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 from pipeline.models import aliases
 
 NAME = "models"
@@ -14,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pass  # no flags of its own
 
 
-def handle(args: argparse.Namespace) -> Outcome:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     tiny = (aliases.TINY, "embedded: trained here from Python's own docs (default)")
     print(tabulate([tiny, *aliases.ALIASES.items()], tablefmt="plain", disable_numparse=True))
     return Outcome.of(NAME, "ok")

@@ -8,6 +8,7 @@ import argparse
 
 from pipeline.cli import common_flags
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 
 # Deferred imports: the parser imports every command's module, so a command's stages load only when
 # it runs (`--help`, `recipes` and `make plan` stay fast and torch-free); the nightly's store loads
@@ -24,12 +25,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pin-baseline", metavar="RUN_ID", help="pin a run (or 'latest') and exit")
 
 
-def handle(args: argparse.Namespace) -> Outcome:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     from pipeline.nightly import night
 
     if args.pin_baseline:
         run_id, url = night.pin_baseline(args.matrix, args.db, args.pin_baseline)
         print(f"baseline pinned: {run_id} ({url})")
         return Outcome.of(NAME, "ok")
-    status, message = night.nightly(args.matrix, args.executor, args.db, args.new)
+    status, message = night.nightly(args.matrix, args.executor, args.db, args.new, runs)
     return Outcome.of(NAME, status, message)

@@ -11,6 +11,7 @@ from pipeline.config import flags
 from pipeline.config.capacity_settings import PlanSettings
 from pipeline.config.strict import validated
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 from pipeline.planning.gpus import SPECS as GPUS
 
 NAME = "plan"
@@ -25,10 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.json_flag(p, help=None)
 
 
-def handle(args: argparse.Namespace) -> Outcome:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     from pipeline.planning import capacity_report
 
-    settings = validated(PlanSettings, flags.overrides(args, PlanSettings), "plan settings")
+    settings = validated(PlanSettings, flags.overrides(vars(args), PlanSettings), "plan settings")
     name, text = capacity_report.report(
         args.model, args.recipe, args.gpu, args.kv_dtype, settings, args.json
     )

@@ -8,7 +8,9 @@ import argparse
 
 from pipeline.cli import common_flags
 from pipeline.cli.artifact_stage import quantize_stage
+from pipeline.cli.requests import artifact_request, publish_request
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 
 # Deferred imports: the parser imports every command's module, so a command's stages load only when
 # it runs (`--help`, `recipes` and `make plan` stay fast and torch-free)
@@ -35,21 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.json_flag(p)
 
 
-def handle(args: argparse.Namespace) -> Outcome:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     from pipeline.core.stage import execute
     from pipeline.publish import stage as publish
 
-    q = quantize_stage(args)
-    stage = publish.PublishStage.prepare(
-        q,
-        args.repo,
-        dry_run=args.dry_run,
-        private=args.private,
-        branch=args.branch,
-        create_pr=args.create_pr,
-        ignore_gates=args.ignore_gates or args.force,
-        take_over=args.take_over,
-    )
+    q = quantize_stage(artifact_request(args), runs)
+    stage = publish.PublishStage.prepare(q, publish_request(args))
     if stage.problems:
         print(f"warning: publishing with --ignore-gates although: {'; '.join(stage.problems)}")
     if note := publish.loader_note(stage):

@@ -10,8 +10,10 @@ import json
 from pipeline.cli import common_flags
 from pipeline.cli.artifact_stage import quantize_stage
 from pipeline.cli.chain import refuse_what_this_host_cannot, run_flow
+from pipeline.cli.requests import ChainRequest
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 
 # Deferred imports: the parser imports every command's module, so a command's stages load only when
 # it runs (`--help`, `recipes` and `make plan` stay fast and torch-free)
@@ -32,9 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.json_flag(p, help="the outcome (with --dry-run: the plan)")
 
 
-def handle(args: argparse.Namespace) -> Outcome:
-    q = quantize_stage(args, num_samples=args.num_samples, max_seq_length=args.max_seq_length)
-    if args.dry_run:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
+    req = ChainRequest.from_args(args, (), force={NAME} if args.force else ())
+    q = quantize_stage(req.artifact, runs)
+    if req.dry_run:
         from pipeline.chain import plan as chain_plan
 
         plan, text = q.describe_plan()  # an import's: its detected format, what was checked
@@ -44,9 +47,9 @@ def handle(args: argparse.Namespace) -> Outcome:
         plan |= {"disk": chain.disk, "refusals": chain.refusals}
         plan |= {"time": made.time, "files": made.files}
         text += "\n" + chain_plan.disk_and_time_lines(plan)
-        print(json.dumps(plan, indent=2) if args.json else text)
+        print(json.dumps(plan, indent=2) if req.as_json else text)
         if plan["refusals"]:
             raise NotOnThisHost(plan["refusals"][0])
         return Outcome.of(NAME, "ok", model=q.ref.name, recipe=q.recipe.name)
-    refuse_what_this_host_cannot(args, q, ())  # short disk or memory: before any download
-    return run_flow(args, q, (), force={NAME} if args.force else set())
+    refuse_what_this_host_cannot(req, q)  # short disk or memory: before any download
+    return run_flow(req, q)

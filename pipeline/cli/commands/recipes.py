@@ -7,6 +7,7 @@ from tabulate import tabulate
 from pipeline.config import recipe
 from pipeline.core import serving_env
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 
 NAME = "recipes"
 
@@ -32,6 +33,6 @@ def rows() -> list[tuple[str, ...]]:
     return found
 
 
-def handle(args: argparse.Namespace) -> Outcome:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     print(tabulate(rows(), HEADERS, tablefmt="plain", disable_numparse=True))
     return Outcome.of(NAME, "ok")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pipeline.cli import common_flags
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 
 # Deferred imports: the parser imports every command's module, so a command's stages load only when
 # it runs (`--help`, `recipes` and `make plan` stay fast and torch-free); the report loads
@@ -24,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def handle(args: argparse.Namespace) -> Outcome:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     from pipeline.nightly import report
 
     where = report.write(args.db, Path(args.out), args.matrix)

@@ -9,8 +9,10 @@ import argparse
 from pipeline.cli import common_flags
 from pipeline.cli.artifact_stage import quantize_stage
 from pipeline.cli.chain import dry_run, refuse_what_this_host_cannot, run_flow
+from pipeline.cli.requests import ChainRequest
 from pipeline.core.errors import UserError
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 
 NAME = "run"
 
@@ -37,15 +39,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.json_flag(p)
 
 
-def handle(args: argparse.Namespace) -> Outcome:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     stages = _stages(args.stages)
-    forced(args.force, stages)  # a bad stage name: one line before anything loads
-    q = quantize_stage(args)
-    if args.dry_run:
-        return dry_run(args, q, stages, NAME)
-    if not args.skip_unsupported:
-        refuse_what_this_host_cannot(args, q, stages)
-    outcome = run_flow(args, q, stages, backend=args.backend, force=forced(args.force, stages))
+    force = forced(args.force, stages)  # a bad stage name: one line before anything loads
+    req = ChainRequest.from_args(args, stages, force)
+    q = quantize_stage(req.artifact, runs)
+    if req.dry_run:
+        return dry_run(req, q)
+    if not req.options.skip_unsupported:
+        refuse_what_this_host_cannot(req, q)
+    outcome = run_flow(req, q)
     _print_table(outcome)
     return outcome
 

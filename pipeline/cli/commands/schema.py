@@ -5,6 +5,7 @@ import importlib
 import json
 
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 
 NAME = "schema"
 # named as "module:Class", imported only for the schema asked for
@@ -26,6 +27,6 @@ def schema_of(name: str) -> dict:
     return getattr(importlib.import_module(module), cls).model_json_schema()
 
 
-def handle(args: argparse.Namespace) -> Outcome:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     print(json.dumps(schema_of(args.name), indent=2))
     return Outcome.of(NAME, "ok")

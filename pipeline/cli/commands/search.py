@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pipeline.cli import common_flags
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
+from pipeline.models import aliases
 
 # Deferred imports: the parser imports every command's module, so a command's stages load only when
 # it runs (`--help`, `recipes` and `make plan` stay fast and torch-free)
@@ -30,12 +32,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.json_flag(p)
 
 
-def handle(args: argparse.Namespace) -> Outcome:
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     from pipeline.search import compare
     from pipeline.search.stage import SearchStage
 
-    stage = SearchStage.prepare(args.model, args.target_bits, args.tokens, args.revision)
-    summary = compare.run(stage, args.backend or "hf", args.force, args.revision)
+    ref = aliases.resolve(args.model, args.revision)
+    stage = SearchStage.prepare(ref, args.target_bits, args.tokens, runs)
+    summary = compare.run(stage, args.backend or "hf", args.force)
     paths = {"search": str(stage.rundir.path / "search.json"), "recipe": summary["recipe"]}
     recipe = Path(summary["recipe"]).stem
     return Outcome.of(NAME, "ok", model=stage.ref.name, recipe=recipe, paths=paths)

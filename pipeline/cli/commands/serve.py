@@ -4,7 +4,9 @@ import argparse
 
 from pipeline.cli import common_flags
 from pipeline.cli.chain import one_stage
+from pipeline.cli.requests import ChainRequest
 from pipeline.core.outcome import Outcome
+from pipeline.core.runs import Runs
 
 NAME = "serve"
 
@@ -17,5 +19,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.dry_run(p)
 
 
-def handle(args: argparse.Namespace) -> Outcome:
-    return one_stage(args, NAME)
+def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
+    req = ChainRequest.from_args(args, (NAME,), force={NAME} if args.force else ())
+    return one_stage(req, runs)

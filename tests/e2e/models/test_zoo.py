@@ -174,20 +174,25 @@ def test_moe_drift_is_that_of_the_weights_dequantized_by_hand(
     fused layout) scores the same tokens against the same reference as a plain float32 model
     of the artifact's weights dequantized here (for FP8, with per-token FP8 activations where
     compressed-tensors applies them): mean KL within one standard error."""
+    from pipeline.core.runs import Runs
     from pipeline.eval import drift
     from pipeline.eval.backends import hf
     from pipeline.eval.stage import EvalStage, _score
+    from pipeline.quantize.request import QuantizeRequest
     from pipeline.quantize.stage import QuantizeStage
     from tests.e2e.models import dequant_by_hand
 
     monkeypatch.setenv("RUNS_DIR", str(zoo_runs))
-    stage = EvalStage.prepare(QuantizeStage.prepare(str(zoo[alias]), short_eval), backend="hf")
+    runs = Runs(Path(zoo_runs))
+    q = QuantizeStage.prepare(QuantizeRequest.named(str(zoo[alias]), short_eval), runs)
+    stage = EvalStage.prepare(q, backend="hf")
     stage.quantize.load_inputs()
     stage._tokenize()
     refs, *_ = stage._references(hf, None)  # references first; no answers asked for
     windows, ref = [stage._windows["heldout"]], [refs["heldout"]]
     for name in (short_eval, "gptq"):
-        q = QuantizeStage.prepare(str(zoo[alias]), name, num_samples=16, max_seq_length=128)
+        request = QuantizeRequest.named(str(zoo[alias]), name, num_samples=16, max_seq_length=128)
+        q = QuantizeStage.prepare(request, runs)
         got = drift.summarize(_score(hf, hf.load(q.artifact_for("hf")), windows, ref)[0])
         by_hand = dequant_by_hand.write(q.artifact, tmp_path / q.recipe.name)
         model = hf.load(by_hand)

@@ -15,11 +15,14 @@ DATA_FREE = ["fp8", "fp8-block", "w8a16", "w4a16-rtn", "nvfp4a16", "mxfp4"]
 
 def oneshot_artifact(model: str, recipe_name: str, runs: Path, monkeypatch) -> Path:
     """The same recipe through oneshot, in this process (a CLI start costs ~10 s of imports)."""
+    from pipeline.core.runs import Runs
     from pipeline.core.stage import execute
+    from pipeline.quantize.request import QuantizeRequest
     from pipeline.quantize.stage import QuantizeStage
 
     monkeypatch.setenv("RUNS_DIR", str(runs))
-    stage = QuantizeStage.prepare(model, recipe_name, path="oneshot")
+    request = QuantizeRequest.named(model, recipe_name, path="oneshot")
+    stage = QuantizeStage.prepare(request, Runs(runs))
     entry, _ = execute(stage)
     assert entry.inputs["path"] == "oneshot"
     return stage.rundir.path / "artifact"

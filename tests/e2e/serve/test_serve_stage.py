@@ -401,8 +401,10 @@ def test_sides_served_one_after_the_other_are_unpaired_and_say_so(
     import dataclasses
     import shutil
 
+    from pipeline.core.runs import Runs
     from pipeline.core.stage import execute
     from pipeline.planning.placement import Placement
+    from pipeline.quantize.request import QuantizeRequest
     from pipeline.quantize.stage import QuantizeStage
     from pipeline.serve.stage import ServeStage
 
@@ -410,7 +412,7 @@ def test_sides_served_one_after_the_other_are_unpaired_and_say_so(
     runs = tmp_path / "runs"
     shutil.copytree(quantized("fp8"), runs / "tiny-llama" / "fp8")
     monkeypatch.setenv("RUNS_DIR", str(runs))
-    q = QuantizeStage.prepare("tiny-llama", "fp8")
+    q = QuantizeStage.prepare(QuantizeRequest.named("tiny-llama", "fp8"), Runs(runs))
     assert execute(q)[1]  # cached: as in every flow, quantize runs first (it finds the model)
     overrides = {"concurrency": [1], "num_prompts": 2, "repeats": 1, "enforce_eager": True}
     stage = ServeStage.prepare(q, overrides)

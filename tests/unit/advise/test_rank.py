@@ -8,14 +8,17 @@ import pytest
 
 from pipeline.advise import rank as advise
 from pipeline.config import recipe
+from pipeline.core.runs import Runs
 from pipeline.models import aliases
 from pipeline.perf import prices
 from pipeline.planning import geometry, gpus
 
 
 @pytest.fixture
-def no_runs(tmp_path, monkeypatch):
+def no_runs(tmp_path, monkeypatch) -> Runs:
+    """An empty runs folder: handed to advise, and the command line's RUNS_DIR."""
     monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
+    return Runs(tmp_path / "runs")
 
 
 def test_price_per_million_tokens_known_answer():
@@ -42,7 +45,8 @@ def test_llama3_70b_fp8_needs_fewer_gpus_and_costs_less_than_the_original(no_run
     config = aliases.load_config(ref)
     recipes = [recipe.load(n) for n in ("fp8", "gptq", "vllm-fp8")]
     hw = gpus.SPECS["H100-80GB"]
-    rows = advise.advise(ref.name, geometry.of(config), recipes, hw, prices.gpu(hw.name),
+    measured = advise.Measured(no_runs, ref.name)
+    rows = advise.advise(measured, geometry.of(config), recipes, hw, prices.gpu(hw.name),
                          advise.Ask(100, 4000))  # fmt: skip
     by = {r.recipe: r for r in rows}
     assert set(by) == {"original", "fp8", "gptq", "vllm-fp8"}
@@ -64,15 +68,13 @@ def test_an_slo_widens_the_deployment_or_rejects_it(no_runs):
     config = aliases.load_config(ref)
     hw = gpus.SPECS["H100-80GB"]
     fp8 = [recipe.load("fp8")]
-    loose = advise.advise(ref.name, geometry.of(config), fp8, hw, None, advise.Ask(100, 4000))
-    tight = advise.advise(
-        ref.name, geometry.of(config), fp8, hw, None, advise.Ask(100, 4000, slo_itl_ms=15)
-    )
+    measured, g = advise.Measured(no_runs, ref.name), geometry.of(config)
+    loose = advise.advise(measured, g, fp8, hw, None, advise.Ask(100, 4000))
+    tight = advise.advise(measured, g, fp8, hw, None, advise.Ask(100, 4000, slo_itl_ms=15))
     loose_fp8 = next(r for r in loose if r.recipe == "fp8")
     tight_fp8 = next(r for r in tight if r.recipe == "fp8")
     assert tight_fp8.gpus > loose_fp8.gpus and tight_fp8.itl_ms <= 15 and tight_fp8.meets_slo
-    impossible = advise.advise(ref.name, geometry.of(config), fp8, hw, None,
-                               advise.Ask(100, 4000, slo_itl_ms=0.01))  # fmt: skip
+    impossible = advise.advise(measured, g, fp8, hw, None, advise.Ask(100, 4000, slo_itl_ms=0.01))
     assert all(r.rejected == "misses the SLO" for r in impossible)
 
 
@@ -127,18 +129,19 @@ def test_a_recipe_whose_answers_grow_is_priced_per_answer(no_runs, monkeypatch):
     them); the ranking reads $ per answer once every candidate has one."""
     lengths = {"fp8": 100.0, "gptq": 400.0}
 
-    def measured(model_name, recipe_name):
+    def quality(where, recipe_name):
         if recipe_name == "original":
             return {"source": "reference", "kl_mean": 0.0, "kl_mean_se": 0.0, "same_top_pct": 100}
         return {"source": "measured", "kl_mean": 1e-3, "kl_mean_se": 1e-5, "same_top_pct": 98.0,
                 "tokens_per_answer": lengths.get(recipe_name),
                 "original_tokens_per_answer": 100.0}  # fmt: skip
 
-    monkeypatch.setattr(advise, "_quality", measured)
+    monkeypatch.setattr(advise, "_quality", quality)
     ref = aliases.resolve("llama3-70b")
     g, hw = geometry.of(aliases.load_config(ref)), gpus.SPECS["H100-80GB"]
     recipes = [recipe.load(n) for n in ("fp8", "gptq")]
-    rows = advise.advise(ref.name, g, recipes, hw, prices.gpu(hw.name), advise.Ask(100, 4000))
+    measured = advise.Measured(no_runs, ref.name)
+    rows = advise.advise(measured, g, recipes, hw, prices.gpu(hw.name), advise.Ask(100, 4000))
     by = {r.recipe: r for r in rows}
     assert by["original"].tokens_per_answer == 100.0  # the original's answers, from any eval
     for r in rows:
@@ -149,6 +152,6 @@ def test_a_recipe_whose_answers_grow_is_priced_per_answer(no_runs, monkeypatch):
     table = advise.render(rows, "header", prices.gpu(hw.name))
     assert "$/1k ans" in table and "ranked by $ per answer" in table
     lengths["gptq"] = None  # one candidate not measured: per 1M tokens, and said so
-    rows = advise.advise(ref.name, g, recipes, hw, prices.gpu(hw.name), advise.Ask(100, 4000))
+    rows = advise.advise(measured, g, recipes, hw, prices.gpu(hw.name), advise.Ask(100, 4000))
     assert [r.usd_per_million for r in rows] == sorted(r.usd_per_million for r in rows)
     assert advise.ranked_by(rows).startswith("$ per 1M output tokens")

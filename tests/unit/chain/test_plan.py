@@ -7,6 +7,7 @@ import pytest
 
 from pipeline.chain import plan as chain_plan
 from pipeline.cli.main import main
+from pipeline.core.runs import Runs
 from tests.unit.cli.test_main import _probe
 
 GIB = 2**30
@@ -76,11 +77,11 @@ def test_a_disk_refusal_names_the_variable_that_moves_the_files(monkeypatch, tmp
     pointing RUNS_DIR elsewhere would not free a byte there."""
     monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
-    assert chain_plan._fix({str(tmp_path / "runs")}) == "RUNS_DIR"
+    assert chain_plan._fix({str(tmp_path / "runs")}, Runs.from_env()) == "RUNS_DIR"
     monkeypatch.setenv("RUNS_DIR", "s3://bucket/runs")
-    mirror = chain_plan.runs_root()
-    assert mirror.is_relative_to(tmp_path / "cache")
-    assert chain_plan._fix({str(mirror)}) == "PIPELINE_CACHE"
+    mirrored = Runs.from_env()
+    assert mirrored.local.is_relative_to(tmp_path / "cache")
+    assert chain_plan._fix({str(mirrored.local)}, mirrored) == "PIPELINE_CACHE"
 
 
 def _measured_quantize(tmp_path, model: str, mib_s: int, bf16_bytes: int) -> None:

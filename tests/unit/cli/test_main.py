@@ -25,7 +25,7 @@ print("HEAVY=" + ",".join(heavy), "CODE=" + str(code), file=sys.stderr)
 def finished_quantize(root) -> RunDir:
     """A run dir as a finished `make quantize RECIPE=fp8` leaves it, without the weights work:
     the manifest's quantize entry and an artifact folder."""
-    rundir = RunDir("tiny-llama", "fp8", root=root)
+    rundir = RunDir("tiny-llama", "fp8", root)
     (rundir.path / "artifact").mkdir(parents=True)
     (rundir.path / "artifact" / "config.json").write_text("{}")
     metrics = {"tensor_bytes": 7 * 2**20, "ratio_to_bf16": 0.7, "quantized_modules": 28}
@@ -124,7 +124,7 @@ def test_a_bug_is_exit_1_internal_error(capsys, tmp_path, monkeypatch):
     from pipeline.cli.commands import recipes
 
     monkeypatch.setenv("RUNS_DIR", str(tmp_path))
-    monkeypatch.setattr(recipes, "handle", lambda args: 1 / 0)
+    monkeypatch.setattr(recipes, "handle", lambda args, runs: 1 / 0)
     code = main(["recipes"])
     err = capsys.readouterr().err
     assert code == 1 and "ZeroDivisionError" in err and "Traceback" in err

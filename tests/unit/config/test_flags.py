@@ -33,14 +33,16 @@ def test_overrides_round_trip_through_argv():
         "cpu_omp_threads_bind": "0-1",
     }
     args = _parser().parse_args(flags.to_argv(values))
-    assert flags.overrides(args, ServeSettings) == values
-    assert flags.overrides(_parser().parse_args([]), ServeSettings) == {}
+    assert flags.overrides(vars(args), ServeSettings) == values
+    assert flags.overrides(vars(_parser().parse_args([])), ServeSettings) == {}
 
 
 def test_a_false_boolean_is_an_explicit_no_flag():
     argv = flags.to_argv({"enforce_eager": False})
     assert argv == ["--no-enforce-eager"]
-    assert flags.overrides(_parser().parse_args(argv), ServeSettings) == {"enforce_eager": False}
+    assert flags.overrides(vars(_parser().parse_args(argv)), ServeSettings) == {
+        "enforce_eager": False
+    }
 
 
 @pytest.mark.parametrize("bad", ["1,x", "0,4", ","])

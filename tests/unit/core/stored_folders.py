@@ -6,8 +6,18 @@ import json
 from pathlib import Path
 
 from pipeline.core import store_transport
+from pipeline.core.rundir import RunDir
+from pipeline.core.runs import Runs
 
 REL = "m/fp8"
+
+
+def opened(model: str, recipe: str) -> RunDir:
+    """A run folder as a stage opens it on this "machine" (RUNS_DIR and PIPELINE_CACHE as set
+    now): pulled, then every manifest write committed through the same Runs."""
+    runs = Runs.from_env()
+    runs.pull_run(model, recipe)
+    return RunDir(model, recipe, runs)
 
 
 def write(mirror: Path, files: dict[str, bytes], manifest: dict | None, rel: str = REL) -> None:

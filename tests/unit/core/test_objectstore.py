@@ -15,8 +15,17 @@ import pytest
 
 from pipeline.core import objectstore, store_transport
 from pipeline.core.rundir import RunDir, StageEntry
+from pipeline.core.runs import Runs
 from tests.conftest import REPO, cli
-from tests.unit.core.stored_folders import REL, sha, stored_keys, stored_manifest, tree, write
+from tests.unit.core.stored_folders import (
+    REL,
+    opened,
+    sha,
+    stored_keys,
+    stored_manifest,
+    tree,
+    write,
+)
 
 
 def _done(rundir: RunDir) -> None:
@@ -41,14 +50,14 @@ def _clean_cache(tmp_path: Path, env: dict, *args: str):
 
 
 def test_a_committed_run_folder_is_fetched_whole_by_another_machine(remote, monkeypatch, tmp_path):
-    _done(RunDir("m", "fp8"))
+    _done(opened("m", "fp8"))
     keys = stored_keys(remote)
     assert keys[-1] == "m/fp8/manifest.json"  # the pointer; the content under .objects
     assert [k.split("/")[:2] for k in keys[:-1]] == [[".objects", "sha256"]]
     files = stored_manifest(remote)["objectstore"]["files"]
     assert list(files) == ["quantize/weights.bin"] and files["quantize/weights.bin"]["size"] == 1000
     _fresh_mirror(monkeypatch, tmp_path, "elsewhere")
-    again = RunDir("m", "fp8")
+    again = opened("m", "fp8")
     assert str(again.path).startswith(str(tmp_path / "elsewhere"))
     assert again.cached("quantize", "f1") is not None
     assert (again.path / "quantize" / "weights.bin").read_bytes() == b"w" * 1000
@@ -68,19 +77,19 @@ def test_an_upload_killed_before_the_manifest_leaves_nothing_done(remote, monkey
 
     monkeypatch.setattr(fs, "pipe_file", dies_at_the_manifest)
     with pytest.raises(store_transport.StoreError, match="committing m/gptq failed"):
-        _done(RunDir("m", "gptq"))
+        _done(opened("m", "gptq"))
     monkeypatch.setattr(fs, "pipe_file", real)
     _fresh_mirror(monkeypatch, tmp_path, "elsewhere")
-    again = RunDir("m", "gptq")
+    again = opened("m", "gptq")
     assert again.cached("quantize", "f1") is None and not again.manifest_path.exists()
 
 
 def test_without_object_storage_nothing_travels(monkeypatch, tmp_path):
     monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
-    rundir = RunDir("m", "fp8")
+    rundir = opened("m", "fp8")
     _done(rundir)
     assert json.loads(rundir.manifest_path.read_text())["stages"]["quantize"]["status"] == "done"
-    assert objectstore.runs_url() is None
+    assert Runs.from_env().remote is None
 
 
 def test_a_same_size_rewrite_reaches_every_mirror(remote, tmp_path):
@@ -89,14 +98,14 @@ def test_a_same_size_rewrite_reaches_every_mirror(remote, tmp_path):
     writer, held = tmp_path / "writer", tmp_path / "held"
     v1 = {"a.json": b"{}", "artifact/model.safetensors": b"8" * 4096}
     write(writer, v1, {"samples": 8})
-    objectstore.push(REL, mirror=writer)
-    objectstore.pull(REL, mirror=held)
+    objectstore.push(remote, writer, REL)
+    objectstore.pull(remote, held, REL)
     assert tree(held / REL) == {**v1, "manifest.json": {"samples": 8}}
     v2 = {**v1, "artifact/model.safetensors": b"6" * 4096}  # same size, other bytes
     write(writer, v2, {"samples": 16})
-    objectstore.push(REL, mirror=writer)
+    objectstore.push(remote, writer, REL)
     for mirror in (tmp_path / "fresh", held):
-        objectstore.pull(REL, mirror=mirror)
+        objectstore.pull(remote, mirror, REL)
         assert tree(mirror / REL) == {**v2, "manifest.json": {"samples": 16}}
     objects = [k for k in stored_keys(remote) if k.startswith(".objects/")]
     assert len(objects) == 3  # a.json, and both weights: content is never overwritten
@@ -109,7 +118,7 @@ def test_a_reader_during_a_commit_gets_one_whole_version(remote, monkeypatch, tm
     v1 = {"a.bin": b"a" * 512, "b.bin": b"b" * 512}
     v2 = {"b.bin": b"B" * 512, "c.bin": b"c" * 100}  # b rewritten, a gone, c new
     write(writer, v1, {"version": 1})
-    objectstore.push(REL, mirror=writer)
+    objectstore.push(remote, writer, REL)
     read, committed, failed = threading.Event(), threading.Event(), []
     real = store_transport.read_pointer
 
@@ -122,7 +131,7 @@ def test_a_reader_during_a_commit_gets_one_whole_version(remote, monkeypatch, tm
 
     def reads():
         try:
-            objectstore.pull(REL, mirror=reader_mirror)
+            objectstore.pull(remote, reader_mirror, REL)
         except BaseException as e:
             failed.append(e)
 
@@ -131,12 +140,12 @@ def test_a_reader_during_a_commit_gets_one_whole_version(remote, monkeypatch, tm
     reader.start()
     assert read.wait(60)
     write(writer, v2, {"version": 2})
-    objectstore.push(REL, mirror=writer)
+    objectstore.push(remote, writer, REL)
     committed.set()
     reader.join(60)
     assert not failed and not reader.is_alive()
     assert tree(reader_mirror / REL) == {**v1, "manifest.json": {"version": 1}}
-    objectstore.pull(REL, mirror=reader_mirror)
+    objectstore.pull(remote, reader_mirror, REL)
     assert tree(reader_mirror / REL) == {**v2, "manifest.json": {"version": 2}}
 
 
@@ -162,7 +171,7 @@ def test_racing_commits_of_a_folder_without_manifest_keep_every_addition(
 
     def commits():
         try:
-            objectstore.push(rel, mirror=first)
+            objectstore.push(remote, first, rel)
         except BaseException as e:
             failed.append(e)
 
@@ -170,12 +179,12 @@ def test_racing_commits_of_a_folder_without_manifest_keep_every_addition(
     node1 = threading.Thread(target=commits, name="node1")
     node1.start()
     assert read.wait(60)
-    objectstore.push(rel, mirror=second)
+    objectstore.push(remote, second, rel)
     landed.set()
     node1.join(60)
     assert not failed and not node1.is_alive()
     assert sorted(stored_manifest(remote, rel)["objectstore"]["files"]) == ["a.log", "b.log"]
-    objectstore.pull(rel, mirror=tmp_path / "driver")
+    objectstore.pull(remote, tmp_path / "driver", rel)
     assert tree(tmp_path / "driver" / rel) == {"a.log": b"a", "b.log": b"b"}
 
 
@@ -186,16 +195,16 @@ def test_a_mirror_holds_only_what_the_manifest_names(remote, tmp_path):
     writer, held = tmp_path / "writer", tmp_path / "held"
     v1 = {"artifact/model.safetensors": b"w" * 300, "eval/old/results.json": b"1"}
     write(writer, v1, {"stages": 1})
-    objectstore.push(REL, mirror=writer)
-    objectstore.pull(REL, mirror=held)
+    objectstore.push(remote, writer, REL)
+    objectstore.pull(remote, held, REL)
     (held / REL / "eval" / "mine.json").write_bytes(b"local work")
     v2 = {"artifact/model.safetensors": b"w" * 300}  # eval/old pruned
     write(writer, v2, {"stages": 2})
-    objectstore.push(REL, mirror=writer)
+    objectstore.push(remote, writer, REL)
     assert list(stored_manifest(remote)["objectstore"]["files"]) == ["artifact/model.safetensors"]
-    objectstore.pull(REL, mirror=tmp_path / "fresh")
+    objectstore.pull(remote, tmp_path / "fresh", REL)
     assert tree(tmp_path / "fresh" / REL) == {**v2, "manifest.json": {"stages": 2}}
-    objectstore.pull(REL, mirror=held)
+    objectstore.pull(remote, held, REL)
     assert tree(held / REL) == {**v2, "eval/mine.json": b"local work",
                                  "manifest.json": {"stages": 2}}  # fmt: skip
     assert not (held / REL / "eval" / "old").exists()
@@ -210,8 +219,8 @@ def test_a_metadata_only_pull_leaves_weights_stored_and_prunes_reach_the_store(r
              "eval/a/results.json": b"a", "eval/a/tokens.pt": b"t" * 50,
              "eval/b/results.json": b"b", "eval/b/tokens.pt": b"u" * 50}  # fmt: skip
     write(writer, files, {"stages": 2})
-    objectstore.push(REL, mirror=writer)
-    objectstore.pull(REL, weights=False, mirror=reader)
+    objectstore.push(remote, writer, REL)
+    objectstore.pull(remote, reader, REL, weights=False)
     assert tree(reader / REL) == {"eval/a/results.json": b"a", "eval/b/results.json": b"b",
                                    "manifest.json": {"stages": 2}}  # fmt: skip
     assert not (reader / REL / "artifact").exists()  # no folder that looks like an artifact
@@ -219,11 +228,11 @@ def test_a_metadata_only_pull_leaves_weights_stored_and_prunes_reach_the_store(r
         path.unlink()
     (reader / REL / "eval" / "a").rmdir()
     (reader / REL / "manifest.json").write_text(json.dumps({"stages": 1}))
-    assert objectstore.push(REL, mirror=reader)
+    assert objectstore.push(remote, reader, REL)
     assert sorted(stored_manifest(remote)["objectstore"]["files"]) == [
         "artifact/config.json", "artifact/model.safetensors", "eval/b/results.json",
         "eval/b/tokens.pt"]  # fmt: skip
-    objectstore.pull(REL, mirror=tmp_path / "fresh")
+    objectstore.pull(remote, tmp_path / "fresh", REL)
     kept = {k: v for k, v in files.items() if not k.startswith("eval/a/")}
     assert tree(tmp_path / "fresh" / REL) == {**kept, "manifest.json": {"stages": 1}}
 
@@ -231,17 +240,17 @@ def test_a_metadata_only_pull_leaves_weights_stored_and_prunes_reach_the_store(r
 def test_garbage_collection_spares_what_is_named_or_young(remote, tmp_path):
     writer = tmp_path / "writer"
     write(writer, {"old.bin": b"o" * 10, "kept.bin": b"k" * 10}, {"v": 1})
-    objectstore.push(REL, mirror=writer)
+    objectstore.push(remote, writer, REL)
     write(writer, {"kept.bin": b"k" * 10}, {"v": 2})  # old.bin: no manifest names it now
-    objectstore.push(REL, mirror=writer)
+    objectstore.push(remote, writer, REL)
     time.sleep(3.5)  # S3 times are whole seconds
     store = store_transport.open_store(remote)
     young = sha(b"young")  # a writer's upload whose manifest is not written yet
     store.fs.pipe_file(store.object(young), b"young")
-    assert objectstore.collect_garbage(min_age_s=2.0) == (1, 10)
+    assert objectstore.collect_garbage(remote, min_age_s=2.0) == (1, 10)
     left = {k.rsplit("/", 1)[-1] for k in stored_keys(remote) if k.startswith(".objects/")}
     assert left == {sha(b"k" * 10), young}
-    objectstore.pull(REL, mirror=tmp_path / "fresh")  # what is named is whole
+    objectstore.pull(remote, tmp_path / "fresh", REL)  # what is named is whole
     assert tree(tmp_path / "fresh" / REL) == {
         "kept.bin": b"k" * 10,
         "manifest.json": {"v": 2},
@@ -251,7 +260,7 @@ def test_garbage_collection_spares_what_is_named_or_young(remote, tmp_path):
 def test_clean_cache_prunes_the_store(remote, monkeypatch, tmp_path):
     """`make clean-cache --keep 1` on a fresh machine: the store's manifest keeps the latest
     eval, its file map drops the older one's files and keeps the artifact it never fetched."""
-    rundir = RunDir("m", "fp8")
+    rundir = opened("m", "fp8")
     _done(rundir)
     for i, fingerprint in enumerate(["e1" * 8, "e2" * 8]):
         folder = rundir.result_folder("eval", fingerprint)
@@ -306,7 +315,7 @@ def test_a_stalled_endpoint_fails_within_the_deadline_in_one_line(s3, monkeypatc
     started = time.monotonic()
     try:
         with pytest.raises(store_transport.StoreError) as failed:
-            objectstore.pull(REL)
+            Runs.from_env().pull(REL)
     finally:
         listener.close()
         store_transport.open_store.cache_clear()
@@ -359,7 +368,7 @@ def test_a_manifest_from_before_content_addressing_is_said_and_ignored(remote, c
     store = store_transport.open_store(remote)
     store.fs.pipe_file(store.pointer(REL), b'{"stages": {}}')
     store.fs.pipe_file(f"{store.key(REL)}/artifact/model.safetensors", b"old")
-    objectstore.pull(REL, mirror=tmp_path / "m")
+    objectstore.pull(remote, tmp_path / "m", REL)
     assert not (tmp_path / "m" / REL).exists()
     err = capsys.readouterr().err
     assert f"{REL}/manifest.json predates content addressing" in err

@@ -40,7 +40,7 @@ def test_schema_1_run_folder_is_migrated_once(tmp_path):
         },
     }
     (run / "manifest.json").write_text(json.dumps(old))
-    rundir = RunDir("m", "r", root=tmp_path)
+    rundir = RunDir("m", "r", tmp_path)
     m = rundir.manifest()
     entry = m.stages["eval"]
     assert entry.outputs["results"] == f"eval/{fp[:16]}/results.json"
@@ -51,7 +51,7 @@ def test_schema_1_run_folder_is_migrated_once(tmp_path):
 
 
 def test_prune_keeps_the_latest_and_the_newest_others(tmp_path):
-    rundir = RunDir("m", "r", root=tmp_path)
+    rundir = RunDir("m", "r", tmp_path)
     entries = [_entry(str(i) * 64, "serve", f"2026-01-0{i}") for i in range(1, 5)]
     for e in entries:
         folder = rundir.path / e.outputs["results"]
@@ -66,7 +66,7 @@ def test_prune_keeps_the_latest_and_the_newest_others(tmp_path):
 
 
 def test_prune_by_size_never_removes_the_latest(tmp_path):
-    rundir = RunDir("m", "r", root=tmp_path)
+    rundir = RunDir("m", "r", tmp_path)
     for i in (1, 2):
         e = _entry(str(i) * 64, "eval", f"2026-01-0{i}")
         path = rundir.path / e.outputs["results"]
@@ -78,7 +78,7 @@ def test_prune_by_size_never_removes_the_latest(tmp_path):
 
 
 def test_an_empty_run_dir_has_an_empty_manifest(tmp_path):
-    assert RunDir("m", "r", root=tmp_path).manifest() == Manifest()
+    assert RunDir("m", "r", tmp_path).manifest() == Manifest()
 
 
 def test_clean_cache_command_prunes_every_run_dir(tmp_path, monkeypatch, capsys):
@@ -86,7 +86,7 @@ def test_clean_cache_command_prunes_every_run_dir(tmp_path, monkeypatch, capsys)
 
     monkeypatch.setenv("RUNS_DIR", str(tmp_path))
     for recipe in ("fp8", "gptq"):
-        rundir = RunDir("m", recipe, root=tmp_path)
+        rundir = RunDir("m", recipe, tmp_path)
         for i in (1, 2, 3):
             e = _entry(str(i) * 64, "eval", f"2026-01-0{i}")
             (rundir.path / e.outputs["results"]).parent.mkdir(parents=True)
@@ -96,7 +96,7 @@ def test_clean_cache_command_prunes_every_run_dir(tmp_path, monkeypatch, capsys)
     assert main(["clean-cache", "--keep", "2"]) == 0
     assert "2 older results removed" in capsys.readouterr().out
     for recipe in ("fp8", "gptq"):
-        assert set(RunDir("m", recipe, root=tmp_path).manifest().results["eval"]) == {
+        assert set(RunDir("m", recipe, tmp_path).manifest().results["eval"]) == {
             "3" * 64,
             "2" * 64,
         }

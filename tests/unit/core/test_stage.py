@@ -47,7 +47,7 @@ class Counting:
 
 
 def _stage(tmp_path, **kw) -> Counting:
-    return Counting(RunDir("m", "r", root=tmp_path), **kw)
+    return Counting(RunDir("m", "r", tmp_path), **kw)
 
 
 def test_same_inputs_are_cached_and_force_recomputes(tmp_path):

@@ -9,14 +9,21 @@ import time
 import pytest
 
 from pipeline.core import objectstore, store_transport
-from pipeline.core.rundir import RunDir
 from pipeline.core.stage import execute
-from tests.unit.core.stored_folders import REL, sha, stored_keys, stored_manifest, tree, write
+from tests.unit.core.stored_folders import (
+    REL,
+    opened,
+    sha,
+    stored_keys,
+    stored_manifest,
+    tree,
+    write,
+)
 from tests.unit.core.test_stage import Counting
 
 
-def _fresh_reader(tmp_path, name: str) -> dict:
-    objectstore.pull(REL, mirror=tmp_path / name)
+def _fresh_reader(remote: str, tmp_path, name: str) -> dict:
+    objectstore.pull(remote, tmp_path / name, REL)
     return tree(tmp_path / name / REL)
 
 
@@ -28,9 +35,9 @@ def test_a_gc_racing_a_writer_that_reuses_an_old_object_spares_it(remote, monkey
     writer = tmp_path / "writer"
     redone = {"artifact/model.safetensors": b"r" * 64}
     write(writer, redone, {"v": 1})
-    objectstore.push(REL, mirror=writer)
+    objectstore.push(remote, writer, REL)
     write(writer, {"other.bin": b"o"}, {"v": 2})  # the old commit's object is unnamed now
-    objectstore.push(REL, mirror=writer)
+    objectstore.push(remote, writer, REL)
     time.sleep(3.5)  # S3 times are whole seconds: old for the GC and for the writer
     listed, uploaded, collected = threading.Event(), threading.Event(), threading.Event()
     failed = []
@@ -62,18 +69,18 @@ def test_a_gc_racing_a_writer_that_reuses_an_old_object_spares_it(remote, monkey
     monkeypatch.setattr(objectstore, "_referenced", gc_pauses_after_listing)
     monkeypatch.setattr(store_transport, "write_pointer", writer_pauses_before_its_manifest)
     deleted = []
-    gc = runs("gc", lambda: deleted.append(objectstore.collect_garbage(min_age_s=2.0)))
+    gc = runs("gc", lambda: deleted.append(objectstore.collect_garbage(remote, min_age_s=2.0)))
     gc.start()
     assert listed.wait(60)
     write(writer, redone, {"v": 3})
-    push = runs("writer", lambda: objectstore.push(REL, mirror=writer))
+    push = runs("writer", lambda: objectstore.push(remote, writer, REL))
     push.start()
     for thread in (gc, push):
         thread.join(60)
         assert not thread.is_alive()
     assert not failed
     assert deleted == [(0, 0)]  # its first listing's candidate was re-uploaded since
-    assert _fresh_reader(tmp_path, "reader") == {**redone, "manifest.json": {"v": 3}}
+    assert _fresh_reader(remote, tmp_path, "reader") == {**redone, "manifest.json": {"v": 3}}
 
 
 def test_a_deleted_and_a_corrupted_object_are_healed_by_the_next_commit(remote, tmp_path):
@@ -82,17 +89,17 @@ def test_a_deleted_and_a_corrupted_object_are_healed_by_the_next_commit(remote, 
     writer = tmp_path / "writer"
     files = {"a.bin": b"a" * 100, "b.bin": b"b" * 100, "c.bin": b"c" * 100}
     write(writer, files, {"v": 1})
-    objectstore.push(REL, mirror=writer)
+    objectstore.push(remote, writer, REL)
     store = store_transport.open_store(remote)
     store.fs.rm(store.object(sha(b"a" * 100)))  # lost
     store.fs.pipe_file(store.object(sha(b"b" * 100)), b"x" * 100)  # same size, other bytes
     with pytest.raises(store_transport.StoreError, match="not held by the store"):
-        objectstore.pull(REL, mirror=tmp_path / "first reader")
-    objectstore.push(REL, mirror=writer)  # the same process: it checked these objects itself
+        objectstore.pull(remote, tmp_path / "first reader", REL)
+    objectstore.push(remote, writer, REL)  # the same process: it checked these objects itself
     assert not store.fs.exists(store.object(sha(b"a" * 100)))
     objectstore.forget_checks()  # what `--force` (and every new process) starts with
-    objectstore.push(REL, mirror=writer)
-    assert _fresh_reader(tmp_path, "reader") == {**files, "manifest.json": {"v": 1}}
+    objectstore.push(remote, writer, REL)
+    assert _fresh_reader(remote, tmp_path, "reader") == {**files, "manifest.json": {"v": 1}}
 
 
 def test_a_store_that_lost_its_data_is_committed_again_from_a_cached_run(
@@ -100,18 +107,18 @@ def test_a_store_that_lost_its_data_is_committed_again_from_a_cached_run(
 ):
     """The S3 service lost its data (the bucket recreated empty): the re-run's stage is a hit in
     the local mirror and used to return without committing, leaving the bucket empty."""
-    stage = Counting(RunDir("m", "r"))
+    stage = Counting(opened("m", "r"))
     execute(stage)
     store = store_transport.open_store(remote)
     store.fs.rm(store.root, recursive=True)
     assert not [k for k in stored_keys(remote) if "/r/" in k or k.startswith(".objects")]
     objectstore.forget_checks()  # a new process
-    again = Counting(RunDir("m", "r"))
+    again = Counting(opened("m", "r"))
     _, cached = execute(again)
     assert cached and again.calls == []
     assert stored_manifest(remote, "m/r")["stages"]["eval"]["status"] == "done"
     monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / "elsewhere"))
-    elsewhere = Counting(RunDir("m", "r"))
+    elsewhere = Counting(opened("m", "r"))
     _, cached = execute(elsewhere)
     assert cached and elsewhere.calls == []  # fetched whole from the store
 
@@ -122,11 +129,11 @@ def test_writers_of_a_folder_without_its_own_manifest_keep_each_others_files(rem
     rel, one, two = "nightly/logs/r1", tmp_path / "node1", tmp_path / "node2"
     for i in range(3):
         write(one, {f"A{j}.log": b"a" for j in range(i + 1)}, None, rel)
-        objectstore.push(rel, mirror=one)
+        objectstore.push(remote, one, rel)
         write(two, {f"B{j}.log": b"b" for j in range(i + 1)}, None, rel)
-        objectstore.push(rel, mirror=two)
+        objectstore.push(remote, two, rel)
     names = sorted(stored_manifest(remote, rel)["objectstore"]["files"])
     assert names == ["A0.log", "A1.log", "A2.log", "B0.log", "B1.log", "B2.log"]
     (one / rel / "A1.log").unlink()  # a file this mirror had and removed: that is a deletion
-    objectstore.push(rel, mirror=one)
+    objectstore.push(remote, one, rel)
     assert "A1.log" not in stored_manifest(remote, rel)["objectstore"]["files"]

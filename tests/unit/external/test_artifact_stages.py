@@ -9,9 +9,13 @@ from dataclasses import fields
 from typing_extensions import get_protocol_members
 
 from pipeline.artifact import Artifact
-from pipeline.external import match
+from pipeline.core.runs import Runs
+from pipeline.external import match, source
+from pipeline.external.request import ImportRequest
 from pipeline.external.stage import HOST_FIT, ImportStage
+from pipeline.models import aliases
 from pipeline.models.tiny.spec import CONFIG
+from pipeline.quantize.request import QuantizeRequest
 from pipeline.quantize.stage import QuantizeStage
 
 
@@ -30,13 +34,13 @@ def test_both_stages_state_every_member_of_the_artifact_protocol():
 
 def _import(tmp_path, monkeypatch) -> ImportStage:
     """An fp8 export of tiny-llama's config, prepared (configs only: no weights, no writes)."""
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setattr(match, "check_tokenizer", lambda *args: None)  # test_match's subject
     folder = tmp_path / "fp8-export"
     folder.mkdir()
     quant = {"quant_method": "fp8", "activation_scheme": "dynamic"}
     (folder / "config.json").write_text(json.dumps(CONFIG | {"quantization_config": quant}))
-    return ImportStage.prepare_import("tiny-llama", str(folder))
+    request = ImportRequest(aliases.resolve("tiny-llama"), source.resolve(str(folder)))
+    return ImportStage.prepare(request, Runs(tmp_path / "runs"))
 
 
 def test_nothing_of_quantizing_applies_to_an_import(tmp_path, monkeypatch):
@@ -45,10 +49,13 @@ def test_nothing_of_quantizing_applies_to_an_import(tmp_path, monkeypatch):
     subclass of QuantizeStage would find quantize's."""
     members = {m for m in dir(QuantizeStage) if not m.startswith("__")}
     members |= {f.name for f in fields(QuantizeStage)}  # those without a default too
-    quantize_only = members - get_protocol_members(Artifact)
+    # every stage is made by its own `prepare` from its own kind of request
+    quantize_only = members - get_protocol_members(Artifact) - {"prepare", "request"}
     assert {"memory_verdict", "check_memory", "load_texts", "texts", "path"} <= quantize_only
+    assert {"nproc", "workers", "capped", "decided"} <= quantize_only
     stage = _import(tmp_path, monkeypatch)
     assert sorted(m for m in quantize_only if hasattr(stage, m)) == []
+    assert type(stage.request) is ImportRequest and not hasattr(stage.request, "nproc")
 
 
 def test_an_imports_host_fit_checks_nothing(tmp_path, monkeypatch):
@@ -59,8 +66,8 @@ def test_an_imports_host_fit_checks_nothing(tmp_path, monkeypatch):
     assert stage.name == "quantize" and stage.header["recipe"]["name"] == stage.recipe.name
 
 
-def test_a_recipes_host_fit_is_its_memory_verdict():
-    q = QuantizeStage.prepare("tiny-llama", "gptq")
+def test_a_recipes_host_fit_is_its_memory_verdict(tmp_path):
+    q = QuantizeStage.prepare(QuantizeRequest.named("tiny-llama", "gptq"), Runs(tmp_path / "runs"))
     assert q.host_fit(2**50) is None
     assert q.host_fit(1) == q.memory_verdict(1) and "GiB of CPU RAM" in q.host_fit(1)
 

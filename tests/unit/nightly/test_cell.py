@@ -7,8 +7,10 @@ from pipeline.chain import flow
 from pipeline.core import serving_env
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.outcome import Outcome, StageOutcome, overall
+from pipeline.core.runs import Runs
 from pipeline.core.stage_plan import Options
 from pipeline.nightly import cell, matrix
+from pipeline.quantize.request import QuantizeRequest
 from pipeline.quantize.stage import QuantizeStage
 from tests.conftest import as_cpu_host
 
@@ -39,7 +41,7 @@ def _skipped_serve(monkeypatch, reword: str | None, tmp_path) -> StageOutcome:
                 raise NotOnThisHost(reword)
 
         monkeypatch.setattr(serving_env, "require_scheme", require_scheme)
-    q = QuantizeStage.prepare("tiny-llama", "gptq")
+    q = QuantizeStage.prepare(QuantizeRequest.named("tiny-llama", "gptq"), Runs(tmp_path / "runs"))
     prepared = flow.prepare("run", q, ("serve",), Options(skip_unsupported=True))
     (skipped,) = prepared.skipped
     return skipped
@@ -88,7 +90,7 @@ def test_without_skip_unsupported_the_refusal_ends_the_command(monkeypatch, tmp_
     as_cpu_host(monkeypatch, tmp_path / "serve-cpu")
     monkeypatch.setattr(serving_env, "available", lambda: True)
     monkeypatch.setattr(serving_env, "capabilities", lambda: AVX2_HOST)
-    q = QuantizeStage.prepare("tiny-llama", "gptq")
+    q = QuantizeStage.prepare(QuantizeRequest.named("tiny-llama", "gptq"), Runs(tmp_path / "runs"))
     with pytest.raises(NotOnThisHost):
         flow.prepare("serve", q, ("serve",))
 
@@ -104,9 +106,9 @@ def test_a_refusal_before_any_stage_is_a_failed_cell():
 
 
 def test_the_cell_runs_as_one_pipeline_run_with_its_serve_settings(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    runs = Runs(tmp_path)
     m, _ = matrix.load(None)
-    fp8 = matrix.cells(m)[0]
+    fp8 = matrix.cells(m, runs)[0]
     cmd = cell.command(fp8)
     assert cmd[1:4] == ["-m", "pipeline", "run"] and cmd[-1] == "--json"
     assert "--skip-unsupported" in cmd and cmd[cmd.index("--stages") + 1] == "eval,serve"

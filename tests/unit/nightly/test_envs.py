@@ -18,11 +18,11 @@ def _checkout(root, main="pins-a", serve="pins-b"):
 def test_a_node_with_the_driver_s_envs_runs_and_one_without_names_the_fix(tmp_path):
     driver = envs.fingerprint(_checkout(tmp_path / "driver"))
     assert driver == {".venv/.installed": "pins-a", ".venv-serve/.installed-cpu": "pins-b"}
-    assert envs.refusal(driver, "n1", _checkout(tmp_path / "same")) is None
-    stale = envs.refusal(driver, "n2", _checkout(tmp_path / "stale", serve="pins-old"))
+    assert envs.refusal(driver, "n1", None, _checkout(tmp_path / "same")) is None
+    stale = envs.refusal(driver, "n2", None, _checkout(tmp_path / "stale", serve="pins-old"))
     assert "node n2" in stale and ".venv-serve/.installed-cpu" in stale and "make setup" in stale
     (tmp_path / "bare").mkdir()
-    bare = envs.refusal(driver, "n3", tmp_path / "bare")
+    bare = envs.refusal(driver, "n3", None, tmp_path / "bare")
     assert "no main env" in bare and "share the checkout" in bare
 
 

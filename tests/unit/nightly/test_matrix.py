@@ -6,6 +6,7 @@ import yaml
 
 from pipeline.core.errors import UserError
 from pipeline.core.paths import NIGHTLY_MATRIX
+from pipeline.core.runs import Runs
 from pipeline.nightly import matrix
 
 
@@ -18,9 +19,9 @@ def _write(tmp_path, **changes) -> str:
 
 
 def test_the_shipped_matrix_loads_and_its_cells_are_valid(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    runs = Runs(tmp_path)
     m, sha = matrix.load(None)
-    cells = matrix.cells(m)
+    cells = matrix.cells(m, runs)
     assert [(c.model, c.name) for c in cells] == [("tiny-llama", "fp8"), ("tiny-llama", "gptq")]
     assert len(sha) == 64 and all(c.tensor_parallel_size is None for c in cells)
     serve = dict(cells[0].serve)
@@ -36,31 +37,31 @@ def test_a_typo_in_the_serve_block_names_file_line_and_valid_keys(tmp_path):
 
 
 def test_a_cell_serve_value_out_of_range_fails_before_anything_runs(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    runs = Runs(tmp_path)
     path = _write(
         tmp_path, cells=[{"model": "tiny-llama", "recipe": "fp8", "serve": {"num_prompts": 0}}]
     )
     m, _ = matrix.load(path)
     with pytest.raises(UserError, match="num_prompts"):
-        matrix.cells(m)
+        matrix.cells(m, runs)
 
 
 def test_unknown_stage_and_recipe_are_one_line(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    runs = Runs(tmp_path)
     with pytest.raises(UserError, match="unknown stage 'bench'"):
         matrix.load(_write(tmp_path, stages=["quantize", "bench"]))
     m, _ = matrix.load(_write(tmp_path, recipes=["fp8", "nope"]))
     with pytest.raises(UserError, match="unknown recipe 'nope'"):
-        matrix.cells(m)
+        matrix.cells(m, runs)
 
 
 def test_cell_overrides_replace_a_matrix_cell_and_tp_comes_from_serve(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    runs = Runs(tmp_path)
     cells = [
         {"model": "tiny-llama", "recipe": "gptq", "tensor_parallel_size": 2, "stages": ["quantize"]}
     ]
     m, _ = matrix.load(_write(tmp_path, cells=cells))
-    by = {c.name: c for c in matrix.cells(m)}
+    by = {c.name: c for c in matrix.cells(m, runs)}
     assert (
         by["gptq"].tensor_parallel_size == 2 and dict(by["gptq"].serve)["tensor_parallel_size"] == 2
     )
@@ -68,7 +69,7 @@ def test_cell_overrides_replace_a_matrix_cell_and_tp_comes_from_serve(tmp_path, 
 
 
 def test_recipe_overrides_write_a_derived_recipe(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    runs = Runs(tmp_path)
     cells = [
         {
             "model": "tiny-llama",
@@ -78,26 +79,26 @@ def test_recipe_overrides_write_a_derived_recipe(tmp_path, monkeypatch):
         }
     ]
     m, _ = matrix.load(_write(tmp_path, cells=cells))
-    cell = {c.name: c for c in matrix.cells(m)}["fp8-seed"]
+    cell = {c.name: c for c in matrix.cells(m, runs)}["fp8-seed"]
     assert cell.recipe == "fp8" and cell.recipe_arg.endswith(".yaml") and cell.overrides_sha
     assert "seed: 7" in open(cell.recipe_arg).read()
     bad = [{"model": "tiny-llama", "recipe": "fp8", "recipe_overrides": {"nope.seed": 1}}]
     m, _ = matrix.load(_write(tmp_path, cells=bad))
     with pytest.raises(UserError, match="no mapping 'nope'"):
-        matrix.cells(m)
+        matrix.cells(m, runs)
 
 
 def test_an_artifact_cell_imports_the_checkpoint_beside_the_recipes(tmp_path, monkeypatch):
     from pipeline.nightly import cell
 
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    runs = Runs(tmp_path)
     folder = tmp_path / "Llama-GPTQ"
     folder.mkdir()
     path = _write(tmp_path, cells=[{"model": "tiny-llama", "artifact": str(folder)},
                                    {"model": "tiny-llama", "artifact": "org/x-AWQ@v2",
                                     "recipe": "awq", "name": "hub-awq"}])  # fmt: skip
     m, _ = matrix.load(path)
-    cells = {c.name: c for c in matrix.cells(m)}
+    cells = {c.name: c for c in matrix.cells(m, runs)}
     assert set(cells) == {"fp8", "gptq", "external-Llama-GPTQ", "hub-awq"}
     local = cells["external-Llama-GPTQ"]
     assert local.recipe == "external-Llama-GPTQ"  # its history is kept under its own name
@@ -109,17 +110,17 @@ def test_an_artifact_cell_imports_the_checkpoint_beside_the_recipes(tmp_path, mo
 
 
 def test_an_artifact_cell_cannot_override_a_recipe(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    runs = Runs(tmp_path)
     path = _write(tmp_path, cells=[{"model": "tiny-llama", "artifact": "org/x",
                                     "recipe_overrides": {"calibration.seed": 1}}])  # fmt: skip
     m, _ = matrix.load(path)
     with pytest.raises(UserError, match="recipe_overrides need a recipe"):
-        matrix.cells(m)
+        matrix.cells(m, runs)
 
 
 def test_an_artifact_cell_with_a_bad_serve_value_names_the_cell(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    runs = Runs(tmp_path)
     cell = {"model": "tiny-llama", "artifact": "org/x-GPTQ", "serve": {"num_prompts": 0}}
     m, _ = matrix.load(_write(tmp_path, cells=[cell]))
     with pytest.raises(UserError, match=r"cell tiny-llama × external-org--x-GPTQ: serve"):
-        matrix.cells(m)
+        matrix.cells(m, runs)

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pipeline.core.runs import Runs
 from tests.conftest import REPO
 from tests.unit.nightly.test_store import FACTS, _result
 from tests.unit.nightly.test_store_resilience import (
@@ -60,11 +61,15 @@ def driver(monkeypatch, tmp_path):
     from pipeline.nightly import matrix, night
 
     monkeypatch.delenv("NIGHTLY_DB", raising=False)
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setattr(night, "facts", lambda: FACTS)
     monkeypatch.setattr(night, "HEARTBEAT_S", 1.0)
     m = SimpleNamespace(thresholds=matrix.Thresholds())
-    return lambda store, runner: night._night(m, "matrix", CELLS, store, runner, False)
+
+    def drive(store, runner):
+        runner.runs = Runs(tmp_path / "runs")  # as executors.connect hands it
+        return night._night(m, "matrix", CELLS, store, runner, False)
+
+    return drive
 
 
 def test_the_night_shows_its_store_without_the_password(own_pg, driver, capsys):
@@ -157,7 +162,8 @@ def test_a_stopped_driver_ends_its_progress_bar_s_line(capsys, monkeypatch, tmp_
 
     # the traceback held (as the CLI holds it while it prints): the bar is not collected first
     with pytest.raises(LeaseLost) as stopped:
-        executors.Local(None).run(CELLS, str(tmp_path), refused, claim=lambda cell: True)
+        runner = executors.Local(None, Runs(tmp_path / "runs"))
+        runner.run(CELLS, str(tmp_path), refused, claim=lambda cell: True)
     err = capsys.readouterr().err
     assert "nightly cells" in err and err.endswith("\n"), repr(err)
     assert stopped.traceback

@@ -6,6 +6,7 @@ before the night starts where no node holds even that."""
 import pytest
 
 from pipeline.core.errors import UserError
+from pipeline.core.runs import Runs
 from pipeline.nightly import matrix, placement
 
 
@@ -23,11 +24,11 @@ EIGHTS = placement.alive([HEAD, _node(2, 8), _node(3, 8)])
 
 
 def _cell(tmp_path, monkeypatch, model="tiny-llama", recipe="fp8", **spec):
-    monkeypatch.setenv("RUNS_DIR", str(tmp_path))
+    runs = Runs(tmp_path)
     stages = spec.pop("stages", ["quantize", "eval", "serve"])
     overrides = [{"model": model, "recipe": recipe, **spec}] if spec else []
     m = matrix.Matrix(models=[model], recipes=[recipe], stages=stages, cells=overrides)
-    (cell,) = matrix.cells(m)
+    (cell,) = matrix.cells(m, runs)
     return cell
 
 

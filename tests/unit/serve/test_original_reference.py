@@ -14,6 +14,7 @@ import pytest
 from pipeline.config import recipe
 from pipeline.core import devices
 from pipeline.core.errors import UserError
+from pipeline.core.rundir import RunDir
 from pipeline.planning import geometry
 from pipeline.serve import stage as serve_stage
 from pipeline.serve.plan import planned
@@ -37,7 +38,7 @@ def artifact(tmp_path):
     return SimpleNamespace(
         recipe=recipe.load("fp8"),
         geometry=geometry.of(LLAMA_3_8B),
-        rundir=SimpleNamespace(path=tmp_path / "llama3-8b" / "fp8"),
+        rundir=RunDir("llama3-8b", "fp8", tmp_path),
         model_identity={"hub": "meta-llama/Meta-Llama-3-8B-Instruct", "revision": "r"},
         ref=SimpleNamespace(name="llama3-8b"),
         model_path=Path("/m"),
