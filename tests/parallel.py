@@ -23,19 +23,16 @@ keeps that honest:
 - Imports once per worker: `cli()` forks each `python -m pipeline …` from the worker's zygote
   (tests/zygote.py), which has imported torch, transformers and llm-compressor: ~100 calls
   per run would each spend 5-14 s of CPU importing them again.
-- `solo`: a test that asserts a wall time runs alone, with every core — the other worker
-  finishes its test and waits (a fair readers-writer lock on two files: never starved).
+- No test runs alone: a plan's time for a test worker's process counts the one thread it gets
+  (OMP_NUM_THREADS), so the real-shape eval's estimate holds beside the other worker.
 """
 
-import fcntl
 import os
 import shutil
 import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 GROUPS = {
@@ -56,7 +53,7 @@ GROUP_OF = {path: group for group, paths in GROUPS.items() for path in paths}
 SHARED_FIXTURES = {"served_fp8": "fp8-served", "real_shape": "real-shape", "external": "fp8-served"}
 # Session fixtures that need no group: made before the workers start (tiny_model, in
 # pytest_sessionstart), or cheap. Those using made_once (once per run) need none either.
-PER_WORKER_FIXTURES = {"tiny_model", "session_runs"}
+PER_WORKER_FIXTURES = {"tiny_model", "session_runs", "small_recipe"}
 # Worker seconds per unit of work, measured (`make test ARGS=--durations=0`, 2-core AVX2 host,
 # 2026-12-02, CLI calls forked from the zygote): the largest are scheduled first, so that the
 # last to finish is a short one.
@@ -76,7 +73,6 @@ ONE_CORE = {"OMP_NUM_THREADS": "1"}
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "solo: asserts a wall time; runs while no other test does")
     if _worker_run(config):
         worker = int(config.workerinput["workerid"].removeprefix("gw"))
         os.environ.update(ONE_CORE | {"VLLM_CPU_OMP_THREADS_BIND": str(worker % os.cpu_count())})
@@ -223,43 +219,3 @@ def made_once(config, name: str):
     folder = _run_folder(run) / "shared"
     with waiting_lock(folder / f"{name}.lock"):
         yield folder / name
-
-
-@contextmanager
-def _turn(run: str, solo: bool):
-    """Readers-writer lock: every test holds `main` shared, a solo test holds it exclusively.
-    Both pass `gate` first, and a solo test keeps it until it has `main`, so tests arriving
-    meanwhile wait behind it."""
-    folder = _run_folder(run)
-    with open(folder / "gate", "a") as gate, open(folder / "main", "a") as main:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(main, fcntl.LOCK_EX if solo else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(gate, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(main, fcntl.LOCK_UN)
-
-
-@contextmanager
-def _all_cores(solo: bool):
-    """A solo test's processes get every core, as a user's run would."""
-    names = [*ONE_CORE, "VLLM_CPU_OMP_THREADS_BIND"]
-    kept = {name: os.environ.pop(name) for name in names if solo and name in os.environ}
-    try:
-        yield
-    finally:
-        os.environ.update(kept)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Setup (a module's fixtures included), call and teardown all inside the test's turn."""
-    run = _worker_run(item.config)
-    if run is None:
-        return (yield)
-    solo = item.get_closest_marker("solo") is not None
-    with _turn(run, solo), _all_cores(solo):
-        return (yield)

@@ -117,6 +117,9 @@ def _time(a: "Artifact", backend: str, s: EvalSettings) -> tuple[float | None, s
     what = f"{windows} windows a side on {hw.name}"
     if hf_on_cpu(backend, hw):
         what += f", float32 at {HF_CPU_FORWARD_SHARE:.0%} of its probed matmul rate"
+        used, probed = host.threads()
+        if used < probed:
+            what += f" on {used} of the probe's {probed} threads (OMP_NUM_THREADS)"
     seconds, how = timing.estimate(work, overhead, what)
     if s.tasks and overhead and overhead["tasks_seconds"]:
         seconds += overhead["tasks_seconds"]
@@ -130,9 +133,11 @@ def work_seconds(
     """The seconds of scoring `tokens` tokens a side in `context`-token windows: the artifact,
     and (sides=2) the original, whose log-probs become the reference; their roofline, except
     that the hf backend on a CPU (hf_on_cpu) computes in float32: twice the bytes of bf16
-    weights, at the share of float32's matmul rate its forward reaches (HF_CPU_FORWARD_SHARE)."""
+    weights, at the share of float32's matmul rate its forward reaches (HF_CPU_FORWARD_SHARE),
+    on the threads its process gets (a matmul's rate goes with its threads)."""
     if hf_on_cpu(backend, hw):
-        rate = hw.peak_flops["fp32"] * HF_CPU_FORWARD_SHARE
+        used, probed = host.threads()
+        rate = hw.peak_flops["fp32"] * HF_CPU_FORWARD_SHARE * used / probed
         hw = dataclasses.replace(hw, bytes_s=hw.bytes_s / 2, peak_flops={"bf16": rate})
     windows = max(1, tokens // context)
     seconds = 0.0

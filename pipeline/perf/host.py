@@ -60,6 +60,17 @@ def measured() -> dict:
     return rates
 
 
+def threads() -> tuple[int, int]:
+    """(the threads a torch process started from here computes on, those the rates were probed
+    with): OMP_NUM_THREADS where set (torch reads it at start-up), else every CPU, as probed."""
+    probed = os.cpu_count() or 1
+    if _path().is_file():
+        probed = json.loads(_path().read_text()).get("threads", probed)
+    setting = os.environ.get("OMP_NUM_THREADS", "")
+    used = int(setting) if setting.isdigit() and int(setting) > 0 else probed
+    return min(used, probed), probed
+
+
 def _measure() -> dict:
     import torch
 

@@ -20,7 +20,7 @@ import yaml
 from tests.conftest import REPO, cli
 from tests.e2e.conftest import needs_serving_env, results_path
 
-pytestmark = [pytest.mark.slow, pytest.mark.solo]
+pytestmark = pytest.mark.slow
 GIB = 2**30
 
 

@@ -13,12 +13,12 @@ pytestmark = pytest.mark.slow
 
 
 def test_search_beats_the_best_uniform_recipe_and_a_random_assignment(
-    quantized, session_runs, tmp_path_factory
+    evaluated, session_runs, tmp_path_factory
 ):
     # every shipped recipe at ≤ 6 bits per weight is compared (FP8 / W8A16 need 8+)
     uniform = {"awq", "autoround", "gptq", "mxfp4", "nvfp4", "nvfp4a16", "w4a16-rtn"}
     for name in sorted(uniform):
-        quantized(name)  # the session's artifacts (on two workers, maybe the other one's)
+        evaluated(name)  # the run's artifacts and evals (on two workers, maybe the other's)
     generated = tmp_path_factory.mktemp("generated")
     env = {"GENERATED_RECIPES": str(generated)}
     args = ("search", "--target-bits", "6", "--tokens", "2048")  # 4 windows: enough to rank

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import REPO, cli
+from tests.conftest import cli
 from tests.e2e.conftest import ONE_SIDE, needs_serving_env, results_path
 
 
@@ -16,26 +16,24 @@ def _entry(run_dir, stage="quantize"):
 
 @pytest.mark.cpu_host
 def test_run_with_an_auto_gptq_artifact_ends_with_the_summary(
-    external, imported_eval, served_fp8, session_runs, tmp_path
+    external, imported_eval, served_fp8, small_recipe, session_runs
 ):
     """The acceptance path, `make run MODEL=tiny-llama ARTIFACT=<auto_gptq folder>`, with vLLM
     evaluating and serving the checkpoint as shipped (AutoGPTQ's packing, vLLM's own loader).
-    Test-sized: the eval settings of a recipe with a 1,024-token budget (`RECIPE=` picks whose
-    settings apply; the original's vLLM reference for that budget is the eval tests'), served
-    against the original's cached measurement (served_fp8's)."""
+    Test-sized: the eval settings of a recipe with a 1,024-token budget and no generation
+    (`RECIPE=` picks whose settings apply; vLLM's answers are the eval tests'), served against
+    the original's cached measurement (served_fp8's)."""
     from pipeline.core import serving_env
 
     needs_serving_env()
-    small = tmp_path / "small.yaml"
-    small.write_text((REPO / "recipes" / "autoround.yaml").read_text().replace("16384", "1024"))
-    args = ["run", "--artifact", str(external["auto_gptq"]), "--recipe", str(small)]
+    args = ["run", "--artifact", str(external["auto_gptq"]), "--recipe", str(small_recipe)]
     args += ["--backend", "vllm", *ONE_SIDE]
     if not serving_env.capabilities()["w4a16"]:
         result = cli(*args, runs=session_runs)
         assert result.returncode == 4 and "no W4A16" in result.stderr, result.stderr[-2000:]
         assert len(result.stderr.strip().splitlines()) == 1  # refused up front, one line
         pytest.skip("this host's vLLM has no W4A16 CPU kernel (AVX2 only): refusal checked")
-    hf = imported_eval("auto_gptq")[0]["splits"]["heldout"]  # 16,863 tokens, float32
+    hf = imported_eval("auto_gptq")[0]["splits"]["heldout"]  # the same 1,533 tokens, float32
     result = cli(*args, runs=session_runs, timeout=1200)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     out = result.stdout
@@ -50,9 +48,10 @@ def test_run_with_an_auto_gptq_artifact_ends_with_the_summary(
     assert shipped["quantization_config"]["quant_method"] == "gptq"
     vllm = json.loads(results_path(run_dir, "eval").read_text())
     assert vllm["backend"] == "vllm" and vllm["splits"]["heldout"]["tokens"] == 1533
-    # bf16 against its own bf16 reference, on 1,533 of those tokens (3 windows), against float32
-    # on 16,863: within 3× (first run on a host with vLLM's W4A16 CPU kernel, AVX-512 + AMX,
-    # 2026-12-02: 4.34e-4 vs 2.04e-4, 2.12×; bf16 rounding of the kernel's own order adds drift)
+    # bf16 against its own bf16 reference against float32, on the same 1,533 tokens (3 windows):
+    # within 3× (on a host with vLLM's W4A16 CPU kernel, AVX-512 + AMX, 2026-12-02, against
+    # float32 on 16,863 tokens: 4.34e-4 vs 2.04e-4, 2.12×; bf16 rounding of the kernel's own
+    # order adds drift)
     assert 0.5 < vllm["splits"]["heldout"]["kl_mean"] / hf["kl_mean"] < 3
 
 
@@ -94,10 +93,12 @@ def test_the_same_quantization_drifts_alike_in_every_format(imported_eval):
     assert 0 < native["kl_mean"] < 1e-2  # 4-bit round-to-nearest: real, small drift
 
 
-def test_a_native_import_is_reused_like_a_converted_one(external, imported_eval, session_runs):
+def test_a_native_import_is_reused_like_a_converted_one(
+    external, imported_eval, small_recipe, session_runs
+):
     imported_eval("llm_compressor")  # compressed-tensors: no converted copy
-    again = cli("eval", "--artifact", str(external["llm_compressor"]), "--backend", "hf",
-                runs=session_runs)  # fmt: skip
+    again = cli("eval", "--artifact", str(external["llm_compressor"]), "--recipe",
+                str(small_recipe), "--backend", "hf", runs=session_runs)  # fmt: skip
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout.count(": cached") == 2  # the import and the eval
     assert "hf eval   transformers loads it as it is" in again.stdout

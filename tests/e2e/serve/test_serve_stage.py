@@ -180,23 +180,25 @@ def test_an_artifact_serves_beside_the_original_where_its_kernel_exists(
     name, request, quantized, session_runs
 ):
     """`make serve`'s success path for each kind of Linear: FP8 on every host (AVX2 builds
-    emulate its scaled_mm; served_fp8's run, no server of its own), W4A16 (gptq) where the
-    CPU's build has the kernel (AVX-512, GPUs). Refused elsewhere: the next test."""
+    emulate its scaled_mm; served_fp8's paired run, no server of its own), W4A16 (gptq) where
+    the CPU's build has the kernel (AVX-512, GPUs), against the original served_fp8 measured
+    (pairing is served_fp8's). Refused elsewhere: the next test."""
     from pipeline.core import serving_env
 
     needs_serving_env()
     if name == "fp8":
         results, result = request.getfixturevalue("served_fp8")
+        assert "original model: served beside it, benchmarked alternately" in result.stdout
+        assert results["comparison"]["paired"]
     else:
         if not serving_env.capabilities()["w4a16"]:
             pytest.skip("this host's vLLM has no W4A16 CPU kernel (AVX2 only): refusal tested")
-        quantized(name)
-        # SWEEP: the nightly test's default matrix finds this result cached
-        result = cli("serve", "--recipe", name, *SWEEP, runs=session_runs, timeout=1200)
+        quantized(name), request.getfixturevalue("served_fp8")
+        result = cli("serve", "--recipe", name, *ONE_SIDE, runs=session_runs, timeout=1200)
         results = json.loads(results_path(session_runs / "tiny-llama" / name, "serve").read_text())
+        assert results["original_cached"]
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "original model: served beside it, benchmarked alternately" in result.stdout
-    assert results["comparison"]["paired"]
+    assert all(lv["failed"] == 0 for lv in results["quantized"]["levels"])
     smoke = results["quantized"]["smoke"]
     assert smoke["chat"]["text"].strip() and smoke["completion"]["text"].strip()
 
