@@ -9,6 +9,7 @@ filesystem, and renders. Any refusal makes the command exit 4 before any downloa
 
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,11 +102,18 @@ def _disk(plans: dict[str, StagePlan], refusals: list, runs: Runs) -> list[dict]
             place["roots"].add(str(root))
             place["total_bytes"] += size
             place["free_bytes"] = free_bytes(existing)
+            if not _writable(existing):
+                place["unwritable"] = str(existing)
     found = []
     for place in places.values():
         roots = ", ".join(sorted(place["roots"]))
         found.append({**place, "roots": roots})
-        if place["total_bytes"] > place["free_bytes"]:
+        if place.get("unwritable"):  # its free space says nothing: nothing can go there
+            refusals.append(
+                f"disk: the chain writes under {roots}, and {place['unwritable']} cannot be "
+                f"written by this user; point {_fix(place['roots'], runs)} at a folder that can"
+            )
+        elif place["total_bytes"] > place["free_bytes"]:
             refusals.append(
                 f"disk: the chain writes ~{place['total_bytes'] / GIB:.1f} GiB under {roots}; "
                 f"{place['free_bytes'] / GIB:.1f} GiB free there; point "
@@ -119,6 +127,16 @@ def _fix(roots: set, runs: Runs) -> str:
     hub = str(hub_cache()) in roots
     mine = str(runs.local) in roots
     return " or ".join(["HF_HUB_CACHE"] * hub + [runs.variable] * mine) or "them"
+
+
+def _writable(folder: Path) -> bool:
+    """Whether this user can make a folder in `folder`, tried (and removed at once): the
+    permission bits do not say it for root, nor for /proc or a read-only mount."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".plan-probe-", dir=folder))
+    except OSError:
+        return False
+    return True
 
 
 def _existing(root: Path) -> Path:

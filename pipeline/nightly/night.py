@@ -24,14 +24,15 @@ from pipeline.core.errors import UserError
 from pipeline.core.runs import Runs
 from pipeline.nightly import cell as cells_here
 from pipeline.nightly import executors, matrix, regress
-from pipeline.nightly.store import HEARTBEAT_S, Held, Store
+from pipeline.nightly.store import HEARTBEAT_S, Held, Store, urls
 
 LIBRARIES = ("llmcompressor", "compressed-tensors", "transformers", "torch", "lm_eval")
 
 
-def open_store(db: str | None, m: matrix.Matrix | None) -> Store:
+def open_store(db: str | None, m: matrix.Matrix | None, existing: bool = False) -> Store:
     """The store at --db, else NIGHTLY_DB, else the matrix's `store` (the command line over the
-    environment over the file, as everywhere); errors name which."""
+    environment over the file, as everywhere); errors name which. `existing`: a reader's (the
+    report's), which must not leave an empty SQLite file where there was none."""
     if db:
         url, source = db, "--db"
     elif os.environ.get("NIGHTLY_DB"):
@@ -39,6 +40,12 @@ def open_store(db: str | None, m: matrix.Matrix | None) -> Store:
     else:
         url = m.store if m else matrix.Matrix.model_fields["store"].default
         source = "the matrix's store; NIGHTLY_DB or --db to change it"
+    if existing:
+        parsed = urls.parse(url, source)
+        if parsed.get_backend_name() == "sqlite" and not os.path.exists(parsed.database or ""):
+            raise UserError(
+                f"no nightly store at {parsed.database} ({source}): run `make nightly` first"
+            )
     return Store(url, source=source)
 
 

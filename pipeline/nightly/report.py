@@ -60,7 +60,8 @@ def write(db: str | None, out_root: Path, matrix_path: str | None = None) -> Pat
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
-    with night.open_store(db, None) as store:  # read here, then closed: the plots take a while
+    # read here, then closed: the plots take a while
+    with night.open_store(db, None, existing=True) as store:
         runs = store.run_ids()
         if not runs:
             raise UserError(

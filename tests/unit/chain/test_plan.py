@@ -2,6 +2,7 @@
 torch; what this host cannot do is refused (exit 4) before anything is downloaded or loaded."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -70,6 +71,17 @@ def test_disk_short_of_the_chain_is_refused(capsys, monkeypatch, tmp_path):
                        "--recipe", "fp8")  # fmt: skip
     assert code == 4
     assert any(r.startswith("disk: the chain writes ~") for r in plan["refusals"])
+
+
+def test_a_runs_folder_nobody_can_write_is_refused_as_such(capsys, monkeypatch, tmp_path):
+    """/proc's free space is 0 GiB, but that is not why nothing can go there (root's permission
+    bits say it may write anything: the plan tries)."""
+    monkeypatch.setenv("RUNS_DIR", "/proc/nope")
+    code = main(["quantize", "--recipe", "fp8", "--dry-run"])
+    out, err = capsys.readouterr()
+    assert code == 4 and "at a bigger disk" not in out
+    assert "/proc cannot be written by this user; point RUNS_DIR at a folder that can" in out
+    assert not list(Path("/proc").glob(".plan-probe-*"))
 
 
 def test_a_disk_refusal_names_the_variable_that_moves_the_files(monkeypatch, tmp_path):
