@@ -42,6 +42,18 @@ $(error RECIPES is empty: give recipes separated by commas (RECIPES=fp8,gptq), o
 endif
 endif
 
+# An env is rebuilt when its pins' content changes, not their dates (a fresh clone or a git pull
+# touches every file): a stamp whose recorded sha256s still hold is made newer than the pins.
+$(foreach stamp,$(VENV)/.installed $(SERVE_STAMP),$(shell test -f $(stamp) && \
+  sha256sum --check --status $(stamp) 2>/dev/null && touch $(stamp)))
+
+# `make quantize --dry-run` (or -n) is make's own dry run: it prints commands and runs none
+ifneq ($(findstring n,$(firstword -$(MAKEFLAGS))),)
+ifneq ($(filter quantize eval serve run compare search publish nightly,$(MAKECMDGOALS)),)
+$(shell echo "make -n / --dry-run: make prints the commands below and runs none; the pipeline's own plan is ARGS=--dry-run (make $(firstword $(MAKECMDGOALS)) ARGS=--dry-run)" >&2)
+endif
+endif
+
 .PHONY: setup quantize eval serve run compare search publish nightly report plan advise recipes models schemas gpu-check gpu-bundle \
 	docs docs-serve docs-pages \
 	test test-fast test-gpu-hosts lint clean clean-cache

@@ -45,9 +45,10 @@ def stamped_serving_env(root: Path, build: str) -> Path:
     is all serving_env reads to tell the builds apart. Returns its python, for SERVE_PYTHON
     (absent where .venv-serve is: serving_env.available() then says so)."""
     root.mkdir(parents=True, exist_ok=True)
-    for entry in (REPO / ".venv-serve").glob("*"):  # the stamps are dotfiles: left behind
-        if not (root / entry.name).is_symlink():
-            (root / entry.name).symlink_to(entry)
+    for entry in (REPO / ".venv-serve").glob("*"):  # pathlib's "*" matches dotfiles too
+        if not entry.name.startswith(".installed-") and not (root / entry.name).is_symlink():
+            (root / entry.name).symlink_to(entry)  # the stamps stay behind: a link would
+            # write this one through to the checkout's own (a nightly's nodes compare it)
     (root / f".installed-{build}").write_text(f"{REPO / '.venv-serve'} as the {build} build\n")
     return root / "bin" / "python"
 

@@ -40,8 +40,9 @@ def _command_index() -> str:
             for name, c in help_texts.COMMANDS.items()]  # fmt: skip
     return "\n".join(
         [GENERATED, "# Commands", "",
-         "`python -m pipeline COMMAND` (or `quant-pipeline COMMAND`; most have a `make` target "
-         "of the same name). `--help` on any of them says what this site says.", "",
+         "`python -m pipeline COMMAND` (or `.venv/bin/pipeline COMMAND`, whose exit codes reach "
+         "a script as documented where make turns them into 2; most have a `make` target of the "
+         "same name). `--help` on any of them says what this site says.", "",
          "| command | what it does | example |", "|---|---|---|", *rows, "",
          "## Exit codes", "", "```text", EXIT_CODES_HELP, "```", ""]
     )  # fmt: skip

@@ -21,7 +21,7 @@ import traceback
 from pipeline.cli import commands, common_flags, help_texts
 from pipeline.cli.help_texts import EXIT_CODES_HELP
 from pipeline.core import procs, secrets
-from pipeline.core.errors import PipelineError, debugging
+from pipeline.core.errors import INTERRUPTED, PipelineError, debugging
 from pipeline.core.outcome import Outcome
 from pipeline.core.runs import Runs
 
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         outcome = Outcome.of(command, e.reason, str(e))
     except KeyboardInterrupt:
-        outcome = Outcome.of(command, "interrupted", "interrupted")
+        outcome = Outcome.of(command, "interrupted", INTERRUPTED)
     except Exception as e:  # a bug or a library's crash: the traceback is for the maintainers
         traceback.print_exc()
         outcome = Outcome.of(command, "internal_error", f"{type(e).__name__}: {e}"[:1000])
@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         outcome.message = secrets.text(outcome.message)
     if want_json:
         print(outcome.model_dump_json())
-    if outcome.exit_code and outcome.message:
+    if outcome.status == "interrupted":  # not an error: the user's stop, said once
+        print(f"\n{outcome.message}", file=sys.stderr)
+    elif outcome.exit_code and outcome.message:
         print(f"error: {outcome.message}", file=sys.stderr)
     return outcome.exit_code
 

@@ -9,8 +9,20 @@ from pipeline.serve.results import load as serve_results
 MIB = 2**20
 
 
-def _state(entry, cached: bool, done: str = "done") -> str:
-    return f"cached (since {entry.ended}; --force redoes it)" if cached else done
+def _state(entry, cached: bool) -> str:
+    return f"cached (since {entry.ended}; --force redoes it)" if cached else _done(entry)
+
+
+def _done(entry) -> str:
+    """The stage's own time, and the command's since its process started (imports, loading
+    and checks before the stage: a first command's tens of seconds)."""
+    import time
+
+    import psutil
+
+    since = time.time() - psutil.Process().create_time()
+    took = entry.metrics["wall_seconds"]
+    return f"done in {took:.1f} s ({since:.0f} s since the command started)"
 
 
 def quantize(stage, entry, cached: bool) -> None:
@@ -19,7 +31,7 @@ def quantize(stage, entry, cached: bool) -> None:
     if cached:
         print(f"{label}: cached (inputs unchanged since {entry.ended}; --force redoes it)")
     else:
-        print(f"{label}: done in {m['wall_seconds']:.1f} s")
+        print(f"{label}: {_done(entry)}")
     if m.get("online"):
         print(f"  online    no artifact: vllm serve {stage.artifact} {' '.join(m['vllm_args'])}")
         print(f"  manifest  {stage.rundir.manifest_path}")

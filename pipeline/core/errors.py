@@ -70,6 +70,7 @@ class HubError(PipelineError):
 EXIT_CODES = {"ok": 0, "internal_error": 1, "server_error": 1, "hub_error": 1}
 EXIT_CODES |= {"artifact_check": 1}
 EXIT_CODES |= {"user_error": 2, "gate_failed": 3, "unsupported": 4, "interrupted": 130}
+INTERRUPTED = "interrupted (Ctrl-C): nothing half-written is marked done"
 EXIT_CODES |= {"transient": 75}  # sysexits.h's EX_TEMPFAIL
 EXIT_CODES |= {"gate_inconclusive": 3}  # a gate whose data cannot decide it: no pass either
 

@@ -43,9 +43,11 @@ def call(fn: Callable[..., T], *args) -> T:
         child.join()
         why = f"the stage's process ended without a result (exit {child.exitcode})"
         raise RuntimeError(why) from None
-    except KeyboardInterrupt:
-        child.terminate()
-        child.join()
+    except KeyboardInterrupt:  # Ctrl-C reached the child too: it records the stop, then ends
+        child.join(timeout=30)
+        if child.is_alive():
+            child.terminate()
+            child.join()
         raise
     child.join()
     if kind == "bad-fork":
@@ -64,7 +66,7 @@ def _child(send, fn: Callable, args: tuple) -> None:
     try:
         result = ("bad-fork", None) if _in_bad_fork() else ("ok", fn(*args))
     except BaseException as e:  # the parent raises it: its type decides the exit code
-        if not isinstance(e, PipelineError):  # a bug or a library's crash: its traceback here
+        if not isinstance(e, PipelineError | KeyboardInterrupt):  # a bug or a library's crash
             traceback.print_exc()
         result = ("error", _picklable(e))
     send.send(result)

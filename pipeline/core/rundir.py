@@ -35,7 +35,7 @@ def now() -> str:
 
 
 class StageEntry(BaseModel):
-    status: Literal["running", "done", "failed"]
+    status: Literal["running", "done", "failed", "interrupted"]
     started: str = Field(description="ISO-8601 UTC")
     ended: str | None = None
     fingerprint: str = Field(description="sha256 of `inputs`; same fingerprint + done = cached")
@@ -43,7 +43,7 @@ class StageEntry(BaseModel):
     metrics: dict = Field(default_factory=dict, description="stage-specific, all measured")
     outputs: dict[str, str] = Field(default_factory=dict, description="paths in the run dir")
     environment: dict = Field(default_factory=dict, description="host, CPU/GPU, Python")
-    error: str | None = Field(None, description="one line, when failed")
+    error: str | None = Field(None, description="one line, when failed or interrupted")
 
 
 class ModelHeader(BaseModel):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pipeline.core import environment, objectstore
+from pipeline.core.errors import INTERRUPTED
 from pipeline.core.files import sha256_json
 from pipeline.core.rundir import HISTORY_STAGES, RunDir, StageEntry, now
 
@@ -99,8 +100,11 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
             with stage.staging(rundir.path / folder) as out:
                 metrics = stage.work(out)
         except BaseException as e:
-            entry.status, entry.ended, entry.error = "failed", now(), _one_line(e)
+            stopped = isinstance(e, KeyboardInterrupt)
+            entry.status = "interrupted" if stopped else "failed"
+            entry.ended, entry.error = now(), INTERRUPTED if stopped else _one_line(e)
             entry.metrics = {"wall_seconds": round(time.monotonic() - t0, 2)}
+            entry.outputs = _as_left(rundir.path, folder, entry.outputs)
             rundir.update(stage.header, stage.name, entry)
             raise
         entry.status, entry.ended = "done", now()
@@ -113,6 +117,18 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
         if stage.name in HISTORY_STAGES:
             rundir.prune(stage.name, KEEP_RESULTS)
     return entry, False
+
+
+def _as_left(root: Path, folder: str, outputs: dict[str, str]) -> dict[str, str]:
+    """A stopped stage's outputs as they are on disk: what its staging kept aside (serve's
+    <folder>.incomplete/) named there, what never came to be left out."""
+    left = {}
+    for key, path in outputs.items():
+        aside = f"{folder}.incomplete{path.removeprefix(folder)}"
+        found = [p for p in (path, aside) if p.startswith(folder) and (root / p).exists()]
+        if found:
+            left[key] = found[0]
+    return left
 
 
 def _one_line(e: BaseException) -> str:

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from pipeline.config.recipe import TaskSpec
-from pipeline.core import environment, procs, quiet, serving_env
+from pipeline.core import environment, procs, progress, quiet, serving_env
 from pipeline.core.errors import UserError
 from pipeline.core.files import hash_folder, sha256_json, write_json_atomic
 from pipeline.core.paths import TASKS_DIR
@@ -138,15 +138,38 @@ def _items(logged: dict[str, dict], metric: str) -> dict[str, float] | None:
     return {doc: v[metric] for doc, v in logged.items()}
 
 
+@contextlib.contextmanager
+def _bars_on_the_terminal(label: str):
+    """lm-eval's own request bars (log-likelihoods, generations: most of a task's minutes) on
+    the terminal as the pipeline's, named for the model; its other lines stay in the log. The
+    bars are made through each module's `tqdm` name, which is all that is swapped."""
+    import lm_eval.api.model as api_model
+    import lm_eval.models.huggingface as hf_model
+
+    def ours(*args, desc=None, **kwargs):
+        kwargs.pop("file", None)
+        return progress.bar(*args, desc=f"lm-eval, {label} model: {desc or 'requests'}", **kwargs)
+
+    kept = {module: module.tqdm for module in (api_model, hf_model)}
+    for module in kept:
+        module.tqdm = ours
+    try:
+        yield
+    finally:
+        for module, made in kept.items():
+            module.tqdm = made
+
+
 def _in_process(spec: dict, label: str, log: Path, model_dir: Path, loaded) -> dict:
-    """lm-eval here, on `loaded` or the model loaded as the drift loads it, its messages and
-    bars in the eval's log (their tail shown when it fails; -v: on the terminal)."""
+    """lm-eval here, on `loaded` or the model loaded as the drift loads it, its messages in the
+    eval's log (their tail shown when it fails; -v: on the terminal), its bars on the terminal."""
     from pipeline.eval.backends import hf
     from pipeline.eval.task_scripts import run_lm_eval
 
     try:
         # cwd: local tasks name their data files relative to evals/tasks/
-        with quiet.to_log(log), quiet.library_output(log), contextlib.chdir(TASKS_DIR):
+        with quiet.to_log(log), quiet.library_output(log), contextlib.chdir(TASKS_DIR), \
+                _bars_on_the_terminal(label):  # fmt: skip
             run_lm_eval.check_tasks(spec)  # before a model loads: a typo costs nothing
             model = loaded if loaded is not None else hf.load(model_dir)
             out = run_lm_eval.evaluate({**spec, "model_args": {**spec["model_args"],

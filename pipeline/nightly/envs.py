@@ -36,13 +36,23 @@ def refusal(
     if why := credentials_refusal(node, remote):
         return why
     here = fingerprint(repo)
-    differ = sorted(k for k in expected.keys() | here.keys() if expected.get(k) != here.get(k))
+    differ = [
+        f"{k}: {_difference(k, expected, here)}"
+        for k in sorted(expected.keys() | here.keys())
+        if expected.get(k) != here.get(k)
+    ]
     if differ:
         return (
             f"node {node}: its envs at {repo} were not built from the driver's pins "
-            f"({', '.join(differ)}): run `make setup` there with the driver's commit"
+            f"({'; '.join(differ)}): run `make setup` there with the driver's commit"
         )
     return None
+
+
+def _difference(stamp: str, driver: dict[str, str], here: dict[str, str]) -> str:
+    if stamp not in here:
+        return "missing here"
+    return "not on the driver" if stamp not in driver else "built from other pins"
 
 
 def credentials_refusal(node: str, url: str | None) -> str | None:

@@ -41,7 +41,7 @@ def open_store(db: str | None, m: matrix.Matrix | None, existing: bool = False) 
         url = m.store if m else matrix.Matrix.model_fields["store"].default
         source = "the matrix's store; NIGHTLY_DB or --db to change it"
     if existing:
-        parsed = urls.parse(url, source)
+        parsed = urls.parse(url, f"{source}: {secrets.url(url)}")  # as Store names it
         if parsed.get_backend_name() == "sqlite" and not os.path.exists(parsed.database or ""):
             raise UserError(
                 f"no nightly store at {parsed.database} ({source}): run `make nightly` first"

@@ -49,7 +49,7 @@ DRIFT = (  # (key, axis label, the original's value)
 @dataclass
 class Row:
     recipe: str
-    status: str  # ok | gate_failed | failed
+    status: str  # ok | gate_failed | gate_inconclusive (too few items to decide) | failed
     message: str | None = None
     reason: str | None = None  # a failed row's error class (its exit code)
     size_bytes: int | None = None  # the artifact's tensors
@@ -119,14 +119,25 @@ def compare(
     print(render(rows, model))
     print(f"  table     {display(folder / 'compare.json')}")
     print(f"  plot      {display(folder / 'compare.png')}" if plotted else "  plot      none")
-    failed = [r for r in rows if r.status == "failed"]
     paths = {"table": str(folder / "compare.json")}
     if plotted:
         paths["plot"] = str(folder / "compare.png")
+    return outcome_of(rows, model, paths)
+
+
+def outcome_of(rows: list["Row"], model: str, paths: dict) -> Outcome:
+    """A failed recipe first (its own error class), then a gate that failed or could not decide
+    (exit 3, as `make eval` of that recipe exits), else ok."""
+    failed = [r for r in rows if r.status == "failed"]
+    gated = [r for r in rows if r.status in ("gate_failed", "gate_inconclusive")]
     if failed:
         first = failed[0]
-        message = f"{first.recipe}: {first.message}"
-        return Outcome.of("compare", first.reason, message, model=model, paths=paths)
+        return Outcome.of("compare", first.reason, f"{first.recipe}: {first.message}",
+                          model=model, paths=paths)  # fmt: skip
+    if gated:
+        first = gated[0]
+        return Outcome.of("compare", first.status, f"{first.recipe}: {first.message}",
+                          model=model, paths=paths)  # fmt: skip
     return Outcome.of("compare", "ok", model=model, paths=paths)
 
 
@@ -171,10 +182,11 @@ def _row(q: QuantizeStage, by: dict) -> Row:
     evaluated = by["eval"]
     results = eval_results(Path(evaluated.paths["results"]))
     h = results.heldout
+    gated = evaluated.status == "gate_failed"  # its reason: failed, or could not decide
     row = Row(
         q.recipe.name,
-        "gate_failed" if evaluated.status == "gate_failed" else "ok",
-        evaluated.message if evaluated.status == "gate_failed" else None,
+        evaluated.reason if gated else "ok",
+        evaluated.message if gated else None,
         size_bytes=m.get("tensor_bytes"),
         ratio_to_bf16=m.get("ratio_to_bf16"),
         backend=results.backend,
@@ -261,7 +273,7 @@ def render(rows: list[Row], model: str) -> str:
         if r.status == "failed":
             lines.append(f"{r.recipe:<14} failed: {r.message}")
             continue
-        gates = "pass" if r.status == "ok" else "FAIL"
+        gates = {"ok": "pass", "gate_failed": "FAIL"}.get(r.status, "inconclusive")
         lines.append(
             f"{r.recipe:<14} {_f(r.size_bytes and r.size_bytes / MIB, '.2f'):>9} "
             f"{_f(r.ratio_to_bf16, '.3f'):>6} {_pm(r.kl_mean, r.kl_mean_se, '.2e', '.1e'):>19} "

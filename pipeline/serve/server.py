@@ -26,6 +26,7 @@ from pipeline.core.devices import Gpu
 from pipeline.core.errors import ServerError, UserError
 from pipeline.core.serving_env import SERVE_PYTHON
 from pipeline.serve import engine_facts, engine_memory
+from pipeline.serve.startup_phases import StartupPhases
 
 HOST = "127.0.0.1"
 # vLLM's CPU build prints this on a normal shutdown (seen with 0.32): not an error to show
@@ -182,7 +183,9 @@ class Server:
         if self.ready_seconds is not None:
             return
         start = self._started
+        phases = StartupPhases(self.log_path, self.name, start)
         while time.monotonic() - start < self.timeout:
+            phases.poll()
             if self.proc.poll() is not None:
                 raise ServerError(
                     f"vLLM server exited during start-up (exit {self.proc.returncode}); "

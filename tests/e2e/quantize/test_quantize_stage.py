@@ -7,11 +7,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from pipeline.config import recipe
 from pipeline.core import serving_env
+from pipeline.core.errors import INTERRUPTED
 from pipeline.quantize.artifact import tensors
 from tests.conftest import REPO, SERVE_PYTHON, cli
 
@@ -148,24 +150,37 @@ def test_rerun_is_cached_and_force_redoes(quantized, session_runs):
     assert redone["status"] == "done" and redone["fingerprint"] == before["fingerprint"]
 
 
-def test_killed_run_leaves_nothing_that_looks_finished(tmp_path, tiny_model):
-    runs = tmp_path / "runs"
-    run = runs / "tiny-llama" / "gptq"
+def _stopped_mid_work(run: Path, runs: Path, how: signal.Signals) -> tuple[int, str]:
+    """A GPTQ quantize stopped once its staging folder exists: Ctrl-C as a terminal sends it
+    (SIGINT to the whole process group: the stage's forked child too), or kill -9."""
+    command = [sys.executable, "-m", "pipeline", "quantize", "--recipe", "gptq",
+               "--num-samples", "8"]  # fmt: skip
     env = {**os.environ, "RUNS_DIR": str(runs)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "quantize", "--recipe", "gptq", "--num-samples", "8"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     deadline = time.time() + 300
     while not list(run.glob(".artifact.partial-*")) and time.time() < deadline:
-        assert proc.poll() is None, "finished before it could be killed"
+        assert proc.poll() is None, "finished before it could be stopped"
         time.sleep(0.2)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    os.killpg(proc.pid, how)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
+def test_killed_run_leaves_nothing_that_looks_finished(tmp_path, tiny_model):
+    """Ctrl-C: one line, exit 130, recorded `interrupted`, every path the manifest names there.
+    kill -9: nothing can be said, the entry stays `running`. Then the same command: done."""
+    runs = tmp_path / "runs"
+    run = runs / "tiny-llama" / "gptq"
+    code, err = _stopped_mid_work(run, runs, signal.SIGINT)
+    entry = json.loads((run / "manifest.json").read_text())["stages"]["quantize"]
+    assert code == 130 and entry["status"] == "interrupted", err[-2000:]
+    assert err.strip().splitlines()[-1] == entry["error"] == INTERRUPTED
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert all((run / path).exists() for path in entry["outputs"].values())
     assert not (run / "artifact").exists()
+    code, _ = _stopped_mid_work(run, runs, signal.SIGKILL)
+    assert code == -signal.SIGKILL and not (run / "artifact").exists()
     assert (
         json.loads((run / "manifest.json").read_text())["stages"]["quantize"]["status"] == "running"
     )

@@ -24,6 +24,7 @@ class Counting:
     calls: list = field(default_factory=list)
     checked: list = field(default_factory=list)
     fail: bool = False
+    stop: bool = False
     staging = staticmethod(staging_dir)  # the runner asks every stage for its staging
 
     def inputs(self) -> dict:
@@ -40,6 +41,8 @@ class Counting:
         if self.fail:
             raise RuntimeError("boom\nsecond line")
         (out / "results.json").write_text(f'{{"setting": "{self.setting}"}}')
+        if self.stop:  # Ctrl-C after the file, before the stage returns
+            raise KeyboardInterrupt
         return {"value": len(self.calls)}
 
     def load_results(self, entry):
@@ -80,7 +83,7 @@ def test_a_failure_is_recorded_and_leaves_no_result(tmp_path):
         execute(s)
     entry = s.rundir.stage("eval")
     assert entry.status == "failed" and entry.error == "RuntimeError: boom second line"
-    assert not (s.rundir.path / entry.outputs["results"]).exists()
+    assert entry.outputs == {}  # nothing was left: the manifest names nothing
     assert s.rundir.cached("eval", sha256_json(s.inputs())) is None  # failed: never a hit
     assert not [p for p in s.rundir.path.rglob("*") if ".partial" in p.name]
 
@@ -131,3 +134,27 @@ def test_the_runner_writes_through_the_stages_own_staging(tmp_path):
     entry, _ = execute(s)
     assert finals == [Path(entry.outputs["results"]).parent]
     assert (s.rundir.path / entry.outputs["results"]).is_file()
+
+
+@pytest.mark.parametrize("aside", [False, True])
+def test_an_interrupt_is_recorded_as_such_and_names_only_what_is_there(tmp_path, aside):
+    """Ctrl-C mid-work: `interrupted`, never a failure; with serve's staging the partial results
+    are kept aside (<folder>.incomplete/) and the manifest names them there; with the default
+    one nothing is left, and the manifest names nothing."""
+    from pipeline.core.errors import INTERRUPTED
+    from pipeline.serve.stage import keep_incomplete
+
+    s = _stage(tmp_path, stop=True)
+    if aside:
+        s.staging = keep_incomplete
+    with pytest.raises(KeyboardInterrupt):
+        execute(s)
+    entry = s.rundir.stage("eval")
+    assert entry.status == "interrupted" and entry.error == INTERRUPTED
+    assert all((s.rundir.path / p).is_file() for p in entry.outputs.values())
+    if aside:
+        (path,) = entry.outputs.values()
+        assert Path(path).parent.name.endswith(".incomplete")
+    else:
+        assert entry.outputs == {}
+    assert s.rundir.cached("eval", sha256_json(s.inputs())) is None

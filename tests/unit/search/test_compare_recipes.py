@@ -53,10 +53,14 @@ def test_the_table_shows_each_figure_with_its_spread_and_says_why_one_is_missing
         _row("fp8", recovery=1.01, recovery_se=0.06, tasks={"t": {}}, served=served),
         _row("gptq", status="gate_failed", served_note="not served on this host: no W4A16"),
         cr.Row("awq", "failed", "quantize: out of memory", "internal_error"),
+        _row("w4a16-rtn", status="gate_inconclusive", message="200 items cannot show …"),
     ]
     text = cr.render(rows, "tiny-llama")
-    rows_named = ("fp8 ", "gptq ", "awq ")
-    fp8, gptq, awq = (next(x for x in text.splitlines() if x.startswith(n)) for n in rows_named)
+    rows_named = ("fp8 ", "gptq ", "awq ", "w4a16-rtn ")
+    fp8, gptq, awq, rtn = (
+        next(x for x in text.splitlines() if x.startswith(n)) for n in rows_named
+    )
+    assert rtn.endswith("inconclusive")
     assert "1.00e-04 ± 8.0e-06" in fp8 and "1.0005 ± 0.0001" in fp8 and "99.10 ± 0.07" in fp8
     assert "1.010 ± 0.060" in fp8 and "812 @16 (×0.90±0.03)" in fp8 and fp8.endswith("pass")
     assert gptq.endswith("FAIL") and awq == "awq            failed: quantize: out of memory"
@@ -75,3 +79,17 @@ def test_the_plot_has_a_throughput_row_only_where_something_was_served(tmp_path)
     assert two[0] > 1.8 * one[0] and two[1] == one[1]  # a second row of panels
     assert not cr.write_plot([cr.Row("x", "failed", "why")], "m", tmp_path / "c.png")
     assert not (tmp_path / "c.png").exists()
+
+
+def test_compare_exits_as_the_eval_of_its_worst_recipe_would():
+    """A failed recipe first; a gate that failed or could not decide is exit 3, as `make eval`
+    of that recipe; the message names the recipe."""
+    ok, fail = _row("fp8"), _row("gptq", status="gate_failed", message="min_same_top_pct")
+    unsure = _row("w4a16-rtn", status="gate_inconclusive", message="~313 items would")
+    broken = cr.Row("awq", "failed", "quantize: out of memory", "internal_error")
+    assert cr.outcome_of([ok], "m", {}).exit_code == 0
+    said = cr.outcome_of([ok, unsure], "m", {})
+    assert (said.status, said.exit_code) == ("gate_inconclusive", 3)
+    assert said.message == "w4a16-rtn: ~313 items would"
+    assert cr.outcome_of([unsure, fail], "m", {}).status == "gate_inconclusive"  # the first
+    assert cr.outcome_of([fail, broken], "m", {}).status == "internal_error"

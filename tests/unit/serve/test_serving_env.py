@@ -134,3 +134,15 @@ def test_the_wrong_vllm_build_for_the_host_is_refused_with_the_fix(monkeypatch, 
     serving_env.require("serve")  # no GPU visible: the CPU build is the right one
     (tmp_path / ".installed-cpu").rename(tmp_path / ".installed-cuda")
     assert "CUDA build but this process sees no GPU" in serving_env.wrong_build()
+
+
+def test_a_stamped_stand_in_leaves_the_checkouts_own_stamp_alone(tmp_path):
+    """Tests stamp a linked copy of .venv-serve as either build; the checkout's own stamp (what
+    a nightly's nodes compare with the driver's) keeps its bytes."""
+    from tests.conftest import REPO, stamped_serving_env
+
+    own = {p: p.read_bytes() for p in (REPO / ".venv-serve").glob(".installed-*")}
+    for build in ("cpu", "cuda"):
+        stamped_serving_env(tmp_path / build, build)
+        assert not (tmp_path / build / f".installed-{build}").is_symlink()
+    assert {p: p.read_bytes() for p in (REPO / ".venv-serve").glob(".installed-*")} == own
