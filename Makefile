@@ -55,7 +55,7 @@ endif
 endif
 
 .PHONY: setup quantize eval serve run compare search publish nightly report plan advise recipes models schemas gpu-check gpu-bundle \
-	docs docs-serve docs-pages \
+	docs docs-serve docs-pages docs-samples \
 	test test-fast test-gpu-hosts lint clean clean-cache
 
 # The two envs side by side: installs wait on unpacking and disk as much as on a core.
@@ -204,6 +204,11 @@ docs-serve: $(VENV)/.installed
 # test fails when they are stale)
 docs-pages: $(VENV)/.installed
 	$(VENV)/bin/python -m pipeline.cli.docs_pages
+
+# The README's and jobs.md's marked output blocks, printed again by their commands on this host
+# (pipeline/cli/doc_samples.py; tests/e2e/test_doc_samples.py checks them)
+docs-samples: $(VENV)/.installed
+	$(VENV)/bin/python -m pipeline.cli.doc_samples
 
 # older eval/serve results of every run dir (the latest is always kept):
 # make clean-cache [ARGS="--keep 3 --max-mib 500"]

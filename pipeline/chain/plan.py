@@ -17,6 +17,7 @@ from pipeline.artifact import Artifact
 from pipeline.chain import flow
 from pipeline.chain.stages import LATER
 from pipeline.core import devices, environment
+from pipeline.core.errors import NotOnThisHost
 from pipeline.core.paths import hub_cache
 from pipeline.core.runs import Runs
 from pipeline.core.serving_env import driver_refusals
@@ -205,9 +206,7 @@ def render(chain: ChainPlan) -> str:
             f"disk total  ~{place['total_bytes'] / GIB:.1f} GiB under {place['roots']}; "
             f"{place['free_bytes'] / GIB:.1f} GiB free there"
         )
-    for refusal in plan["refusals"]:
-        lines.append(f"refused     {refusal}")
-    return "\n".join(lines)
+    return "\n".join(lines)  # its refusals: the command's one error line (refused())
 
 
 def _engine(ref: dict) -> str:
@@ -227,5 +226,11 @@ def disk_and_time_lines(plan: dict) -> str:
             f"{place['free_bytes'] / GIB:.1f} GiB free there"
         )
     lines.append(f"time        {plan['time']}")
-    lines += [f"refused     {refusal} (exit 4)" for refusal in plan["refusals"]]
     return "\n".join(lines)
+
+
+def refused(refusals: list[str]) -> None:
+    """A dry run's exit 4: every refusal in its one error line, said there only (the plan's
+    text above it leaves them out)."""
+    if refusals:
+        raise NotOnThisHost("; ".join(dict.fromkeys(refusals)))

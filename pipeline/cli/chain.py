@@ -20,8 +20,7 @@ def dry_run(req: ChainRequest, q) -> Outcome:
 
     plan = chain_plan.build(q, req.stages, req.options)
     print(json.dumps(plan.record(), indent=2) if req.as_json else chain_plan.render(plan))
-    if plan.refusals:
-        raise NotOnThisHost(plan.refusals[0])
+    chain_plan.refused(plan.refusals)
     return Outcome.of(req.command, "ok", model=q.ref.name, recipe=q.recipe.name)
 
 

@@ -102,5 +102,6 @@ def publish_request(args: argparse.Namespace) -> PublishRequest:
         branch=args.branch,
         create_pr=args.create_pr,
         ignore_gates=args.ignore_gates or args.force,
+        without_serve=args.without_serve,
         take_over=args.take_over,
     )

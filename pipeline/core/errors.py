@@ -62,7 +62,7 @@ class ArtifactCheckError(PipelineError):
 
 
 class HubError(PipelineError):
-    """An upload that failed on the way (network, server); safe to re-run."""
+    """The hub failed on the way (network, server: a download or an upload); safe to re-run."""
 
     reason = "hub_error"
 

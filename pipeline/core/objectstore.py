@@ -456,7 +456,10 @@ def _scan(local: Path, record: _Record) -> dict[str, dict]:
             inner = path.relative_to(local).as_posix()
             if _hidden(name) or inner == MANIFEST or not path.is_file():
                 continue
-            found[inner] = {"sha256": record.sha256(path, inner), "size": path.stat().st_size}
+            try:
+                found[inner] = {"sha256": record.sha256(path, inner), "size": path.stat().st_size}
+            except FileNotFoundError:  # replaced or removed since listed: not this commit's
+                continue
     return found
 
 

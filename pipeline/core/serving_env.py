@@ -127,8 +127,12 @@ def capabilities() -> dict:
         return json.loads(path.read_text())
     out = subprocess.run([str(SERVE_PYTHON), str(probe)], capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"vLLM capability probe failed: {out.stderr.strip()[-500:]}")
+    if not lines:  # vLLM does not import there: one line, the env's last word and the fix
+        said = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
+        raise UserError(
+            f"the serving env's vLLM does not start ({SERVE_PYTHON}: {said}): rebuild it "
+            f"(rm -rf {SERVE_PYTHON.parent.parent} && make setup)"
+        )
     caps = json.loads(lines[-1])
     write_json_atomic(path, caps)
     return caps

@@ -28,7 +28,9 @@ def load(folder: Path, name: str) -> dict | None:
 
 def save(folder: Path, name: str, ref: dict) -> None:
     path = folder / f"{name}.pt"
-    tmp = path.with_suffix(f".tmp-{os.getpid()}")
+    # hidden while written: another process committing this folder to an object store (cells
+    # of one model share its reference) skips it, as it skips every temporary file here
+    tmp = folder / f".{name}.pt.tmp-{os.getpid()}"
     torch.save(ref, tmp)
     os.replace(tmp, path)
 

@@ -441,6 +441,8 @@ class EvalStage(AfterQuantize):
 def _auto_backend(q: Artifact, kv: str) -> tuple[str, str]:
     schemes = [s for s, _ in q.recipe.schemes()]
     needs_vllm = kv != "auto" and not q.recipe.kv_cache_scheme()
+    if not environment.gpus() and not needs_vllm:  # vLLM not asked (nor probed): hf
+        return "hf", "CPU host: hf scores the same tokens in seconds, vLLM's CPU engine in minutes"
     usable = serving_env.available() and all(serving_env.runs_scheme(s) for s in schemes)
     for needed in {serving_env.moe_kernel(s) for s in schemes} - {None}:
         if usable and q.geometry.experts:
@@ -449,7 +451,7 @@ def _auto_backend(q: Artifact, kv: str) -> tuple[str, str]:
     if usable and kv != "auto":
         usable = serving_env.capabilities()["fp8_kv_cache"]
     if not environment.gpus():
-        if needs_vllm and usable:
+        if usable:
             return "vllm", f"KV cache {kv} without a calibrated kv_cache_scheme: only vLLM runs it"
         return "hf", "CPU host: hf scores the same tokens in seconds, vLLM's CPU engine in minutes"
     if usable:

@@ -146,13 +146,18 @@ def _bars_on_the_terminal(label: str):
     import lm_eval.api.model as api_model
     import lm_eval.models.huggingface as hf_model
 
-    def ours(*args, desc=None, **kwargs):
-        kwargs.pop("file", None)
-        return progress.bar(*args, desc=f"lm-eval, {label} model: {desc or 'requests'}", **kwargs)
+    def ours(made):
+        def bar(*args, desc=None, **kwargs):
+            if not (desc or "").startswith("Running"):  # tokenizing: a second, in the log
+                return made(*args, desc=desc, **kwargs)
+            kwargs.pop("file", None)
+            return progress.bar(*args, desc=f"lm-eval, {label} model: {desc}", **kwargs)
+
+        return bar
 
     kept = {module: module.tqdm for module in (api_model, hf_model)}
-    for module in kept:
-        module.tqdm = ours
+    for module, made in kept.items():
+        module.tqdm = ours(made)
     try:
         yield
     finally:

@@ -6,8 +6,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core.errors import UserError, clip, first_line
+from pipeline.core.errors import UserError, clip
 from pipeline.core.files import exists, hash_folder
+from pipeline.models import hub_access
 from pipeline.models.aliases import HUB_ID
 
 SMALL_FILES = ["*.json", "*.model", "*.txt", "*.jinja"]
@@ -61,12 +62,13 @@ def materialize(ref: ExternalRef) -> tuple[Path, dict]:
 
 
 def _download(ref: ExternalRef, patterns: list[str]) -> Path:
+    hub_access.reach(ref.given)
     try:
         from huggingface_hub import snapshot_download
 
         return Path(snapshot_download(ref.hub_id, revision=ref.revision, allow_patterns=patterns))
-    except Exception as e:  # offline, gated, unknown revision: one line for the user
-        raise UserError(f"cannot download '{ref.given}' from the hub: {first_line(e)}") from None
+    except Exception as e:  # offline, gated, unknown revision: one line with the next step
+        raise hub_access.failure(e, ref.given, "download") from None
 
 
 def _safe(name: str) -> str:

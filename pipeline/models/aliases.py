@@ -5,9 +5,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core.errors import UserError, clip, first_line
+from pipeline.core.errors import UserError, clip
 from pipeline.core.files import exists, hash_folder, is_file
-from pipeline.models import integrity
+from pipeline.models import hub_access, integrity
 from pipeline.models.tiny.build import ensure
 from pipeline.models.tiny.spec import CONFIG
 
@@ -81,12 +81,13 @@ def load_config(ref: ModelRef) -> dict:
     bundled = CONFIGS_DIR / f"{ref.hub_id.replace('/', '--')}.json"
     if is_file(bundled):
         return json.loads(bundled.read_text())
+    hub_access.reach(ref.hub_id)
     try:
         from huggingface_hub import hf_hub_download
 
         path = hf_hub_download(ref.hub_id, "config.json", revision=ref.revision)
-    except Exception as e:  # offline, gated, missing: all end the same way for the user
-        raise UserError(f"cannot read config.json of '{ref.hub_id}' from the hub: {e}") from None
+    except Exception as e:  # offline, gated, missing: one line with the next step
+        raise hub_access.failure(e, ref.hub_id, "read config.json of") from None
     return json.loads(Path(path).read_text())
 
 
@@ -102,6 +103,7 @@ def materialize(ref: ModelRef) -> tuple[Path, dict]:
         return path, {"name": TINY, "content_sha256": hash_folder(path)}
     if ref.source == "local":
         return ref.path, {"path": str(ref.path), "content_sha256": hash_folder(ref.path)}
+    hub_access.reach(ref.hub_id)
     try:
         from huggingface_hub import snapshot_download
 
@@ -112,8 +114,8 @@ def materialize(ref: ModelRef) -> tuple[Path, dict]:
                 allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja"],
             )
         )
-    except Exception as e:  # offline, gated, unknown: one line for the user
-        raise UserError(f"cannot download '{ref.hub_id}' from the hub: {first_line(e)}") from None
+    except Exception as e:  # offline, gated, unknown: one line with the next step
+        raise hub_access.failure(e, ref.hub_id, "download") from None
     return path, {"id": ref.hub_id, "revision": path.name}
 
 

@@ -32,6 +32,7 @@ class CardInputs:
     pipeline: dict  # {"commit", "dirty"}
     deployment: list | None = None  # pipeline/advise/rank.py rows (bound): original, this recipe
     forced: list[str] = field(default_factory=list)  # why it would have been refused
+    without_serve: bool = False  # no serve stage asked for: its figures left out on purpose
 
 
 def render(c: CardInputs) -> str:
@@ -263,7 +264,8 @@ def _quality(c: CardInputs) -> str:
 
 def _serving(c: CardInputs) -> str:
     if not c.serve:
-        return "## Memory and throughput in vLLM\n\nNot measured."
+        why = " (published `--without-serve`)" if c.without_serve else ""
+        return f"## Memory and throughput in vLLM\n\nNot measured{why}."
     s = c.serve
     cmp = s.comparison
     env = c.serve_environment or {}

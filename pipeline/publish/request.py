@@ -14,4 +14,5 @@ class PublishRequest:
     branch: str | None = None  # push to this branch (created if missing)
     create_pr: bool = False  # open a pull request instead
     ignore_gates: bool = False  # publish although stages are missing or a gate failed
+    without_serve: bool = False  # a run not served (a host that cannot): the card says so
     take_over: bool = False  # add to a repo / folder that this pipeline did not publish

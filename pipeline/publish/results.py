@@ -20,8 +20,8 @@ class UsedResult(BaseModel):
     serve_ended: str | None = None
 
     @classmethod
-    def of(cls, stages: dict[str, StageEntry]) -> "UsedResult":
-        ev, sv = stages.get("eval"), stages.get("serve")
+    def of(cls, stages: dict[str, StageEntry], without_serve: bool = False) -> "UsedResult":
+        ev, sv = stages.get("eval"), None if without_serve else stages.get("serve")
         ev = ev if ev and ev.status == "done" else None
         sv = sv if sv and sv.status == "done" else None
         return cls(

@@ -82,12 +82,12 @@ class PublishStage(AfterQuantize):
             raise UserError("--private, --branch and --create-pr apply to hub targets, not file://")
         if stage.target.kind == "file":
             target.check_apart(stage.target.path, _own_folders(q))
-        stage.problems = readiness(q)
+        stage.problems = readiness(q, req.without_serve)
         if stage.problems and not req.ignore_gates:
             raise UserError(
                 f"refusing to publish {q.ref.name} × {q.recipe.name}: "
                 + "; ".join(stage.problems)
-                + " (--ignore-gates publishes anyway and says so in the card)"
+                + _ways_past(stage.problems, req.without_serve)
             )
         if stage.target.kind == "file":
             upload.check_folder(stage.target, req.take_over)
@@ -104,6 +104,7 @@ class PublishStage(AfterQuantize):
             "create_pr": self.request.create_pr,
             "used": self.record().used.model_dump(),
             "forced": self.problems,
+            "without_serve": self.request.without_serve,
         }
 
     def before_work(self) -> None:
@@ -132,7 +133,7 @@ class PublishStage(AfterQuantize):
             base_model=q.ref.hub_id,
             recipe=q.recipe.name,
             artifact_fingerprint=stages["quantize"].fingerprint,
-            used=UsedResult.of(stages),
+            used=UsedResult.of(stages, self.request.without_serve),
             pipeline=environment.git_commit(),
             forced=list(self.problems),
         )
@@ -146,8 +147,17 @@ def _own_folders(q: Artifact) -> dict[str, Path]:
     return own
 
 
-def readiness(q: Artifact) -> list[str]:
-    """Why this run should not be published (empty: it may)."""
+def _ways_past(problems: list[str], without_serve: bool) -> str:
+    """The flags that publish anyway, the one for a run not served named first."""
+    unserved = not without_serve and any(p.startswith("serve stage") for p in problems)
+    return (
+        " (--without-serve publishes a run not served, its card saying so; " if unserved else " ("
+    ) + "--ignore-gates publishes anyway and says so in the card)"
+
+
+def readiness(q: Artifact, without_serve: bool = False) -> list[str]:
+    """Why this run should not be published (empty: it may); `without_serve`: its serve stage,
+    whatever it holds, is not asked for (nor used)."""
     stages = q.rundir.manifest().stages
     made = f"MODEL={q.ref.name} RECIPE={q.recipe.name}"
     qe = stages.get("quantize")
@@ -157,7 +167,8 @@ def readiness(q: Artifact) -> list[str]:
     problems = []
     if qe.inputs["recipe_sha256"] != q.recipe.section_sha256("quantization", "calibration"):
         problems.append(f"the recipe changed since the artifact was made (make run {made})")
-    for name, command in (("eval", "make eval"), ("serve", "make serve")):
+    asked = (("eval", "make eval"),) + ((("serve", "make serve"),) if not without_serve else ())
+    for name, command in asked:
         entry = stages.get(name)
         if not entry:
             problems.append(f"{name} stage missing ({command} {made})")
@@ -201,7 +212,7 @@ def loader_note(stage: PublishStage) -> str | None:
 
 def card_inputs(stage: PublishStage) -> card.CardInputs:
     q = stage.quantize
-    served, hardware = _serve_results(q)
+    served, hardware = (None, None) if stage.request.without_serve else _serve_results(q)
     rf = q.recipe
     record = stage.record()
     return card.CardInputs(
@@ -223,6 +234,7 @@ def card_inputs(stage: PublishStage) -> card.CardInputs:
         pipeline=record.pipeline,
         deployment=_deployment(q, rf),
         forced=list(stage.problems),
+        without_serve=stage.request.without_serve,
     )
 
 

@@ -79,6 +79,9 @@ def _write_recipes(stage: SearchStage, found: dict) -> dict[str, Path]:
     return paths
 
 
+GATES = {"ok": "pass", "gate_failed": "FAIL", "gate_inconclusive": "inconclusive"}
+
+
 def _evaluate(stage: SearchStage, label: str, rf: recipe.RecipeFile, backend, g) -> dict:
     """Quantize (cached) and evaluate (cached) one recipe on the search's model, in the
     search's runs; its heldout drift and size."""
@@ -91,9 +94,8 @@ def _evaluate(stage: SearchStage, label: str, rf: recipe.RecipeFile, backend, g)
     if outcome.status not in ("ok", "gate_failed", "gate_inconclusive"):
         raise PipelineError(f"search: {label}: {outcome.message}")
     done = {s.stage: s.status for s in outcome.stages}
-    gate = {"gate_failed": " (its gates fail)", "gate_inconclusive": " (its gates: inconclusive)"}
-    print(f"  {label:<22} quantize {done['quantize']}, eval {done['eval']}"
-          f"{gate.get(outcome.status, '')}")  # fmt: skip
+    print(f"  {label:<22} quantize {done['quantize']}, eval {done['eval']}, "
+          f"its gates {GATES[outcome.status]}")  # fmt: skip
     stages = q.rundir.manifest().stages
     results = json.loads((q.rundir.path / stages["eval"].outputs["results"]).read_text())
     heldout = results["splits"]["heldout"]
@@ -106,6 +108,7 @@ def _evaluate(stage: SearchStage, label: str, rf: recipe.RecipeFile, backend, g)
         "kl_se": heldout["kl_mean_se"],
         "same_top_pct": heldout["same_top_pct"],
         "backend": results["backend"],
+        "gates": GATES[outcome.status],
         "tokens": str(q.rundir.path / stages["eval"].outputs["tokens"]),
     }
 
@@ -134,7 +137,7 @@ def _summary(stage: SearchStage, found: dict, rows: list[dict], paths: dict) -> 
 def _print(summary: dict) -> None:
     print(
         f"{'recipe':<22} {'bits/weight':>11} {'size MiB':>9} {'mean KL (heldout)':>21} "
-        f"{'same top %':>10} {'paired z':>9}"
+        f"{'same top %':>10} {'paired z':>9} {'gates':>12}"
     )
     for row in summary["rows"]:
         z = f"{row['z_vs_search']:9.1f}" if "z_vs_search" in row else f"{'-':>9}"
@@ -142,7 +145,8 @@ def _print(summary: dict) -> None:
         print(
             f"{row['recipe']:<22} {row['bits_per_weight']:>11.3f} "
             f"{row['tensor_bytes'] / MIB:>9.2f} "
-            f"{row['kl_mean']:>11.3e} ± {row['kl_se']:.1e} {row['same_top_pct']:>10.2f} {z}{mark}"
+            f"{row['kl_mean']:>11.3e} ± {row['kl_se']:.1e} {row['same_top_pct']:>10.2f} {z} "
+            f"{row.get('gates', '-'):>12}{mark}"  # a search cached before gates were recorded
         )
     names = {"best_uniform": "the best uniform recipe", "random": "the random control"}
     verdicts = ", ".join(

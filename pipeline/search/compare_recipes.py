@@ -25,7 +25,7 @@ from pathlib import Path
 from pipeline.chain import flow
 from pipeline.chain import plan as chain_plan  # the stages: not loaded before a dry run
 from pipeline.config.strict import display
-from pipeline.core.errors import NotOnThisHost, PipelineError, UserError
+from pipeline.core.errors import PipelineError, UserError
 from pipeline.core.files import sha256_json, write_json_atomic
 from pipeline.core.outcome import Outcome
 from pipeline.core.runs import Runs
@@ -94,9 +94,7 @@ def plan(stages: list[QuantizeStage], backend: str | None, serve: bool, as_json:
         print(json.dumps([p.record() for p in plans], indent=2))
     else:
         print("\n\n".join(chain_plan.render(p) for p in plans))
-    refused = [f"{p.recipe}: {p.refusals[0]}" for p in plans if p.refusals]
-    if refused:
-        raise NotOnThisHost(refused[0])
+    chain_plan.refused([f"{p.recipe}: {why}" for p in plans for why in p.refusals])
 
 
 def compare(

@@ -16,6 +16,7 @@ from pipeline.config.strict import validated
 from pipeline.core import devices
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.stage_plan import Options, StagePlan, Upstream
+from pipeline.models.tiny import build as tiny_build
 from pipeline.perf import bound, host, timing
 from pipeline.planning import deployment, engine_plan, engines, layout, parallel
 from pipeline.planning.engine_plan import Traffic
@@ -138,6 +139,16 @@ def planned(q: "Artifact", overrides: dict | None = None) -> tuple[ServeSettings
     settings = validated(ServeSettings, {**base, **(overrides or {})}, "serve settings")
     check_fit(settings, q.geometry)
     placement = _placed(q, settings, overrides or {})
+    if (
+        placement.mode == "cpu"
+        and settings.tensor_parallel_size * settings.pipeline_parallel_size > 1
+    ):
+        raise NotOnThisHost(
+            f"tensor_parallel_size {settings.tensor_parallel_size} × pipeline_parallel_size "
+            f"{settings.pipeline_parallel_size}: no GPU visible, and on a CPU the pipeline serves "
+            "each side as one vLLM engine (ranks would split this host's cores, measuring "
+            "nothing a GPU layout does): leave them at 1 here, or serve on a GPU host"
+        )
     settings = _as_placed(settings, placement.side("quantized"))
     if placement.side("quantized").gpus:  # the TP as placed (given, or the planner's)
         settings = _expert_parallel(q, settings, overrides or {})
@@ -165,12 +176,13 @@ def original_settings(settings: ServeSettings, placement: Placement) -> ServeSet
 
 
 def launches(
-    q: "Artifact", settings: ServeSettings, placement: Placement, port: int | str = "PORT"
+    q: "Artifact", settings: ServeSettings, placement: Placement
 ) -> dict[str, server.Launch]:
     """Each side's vLLM server as the stage starts it ({"original", "quantized"}), for the dry
-    run: the port is picked at start-up unless --port gives one."""
+    run: the stage picks free ports at start-up; here 8000 and 8001, so that both lines paste
+    as they are."""
 
-    original = q.model_path or q.ref.load_id
+    original = q.model_path or q.ref.path or q.ref.hub_id or tiny_build.cached_path()
     sides = {
         "original": (original, "original", original_settings(settings, placement), []),
         "quantized": (
@@ -181,9 +193,9 @@ def launches(
         ),
     }
     return {
-        key: server.launch(Path(model), f"{q.ref.name}-{name}", s, port,
+        key: server.launch(Path(model), f"{q.ref.name}-{name}", s, 8000 + i,
                            max_model_len_of(q.geometry, s), extra, placement.side(key).gpus)
-        for key, (model, name, s, extra) in sides.items()
+        for i, (key, (model, name, s, extra)) in enumerate(sides.items())
     }  # fmt: skip
 
 

@@ -71,11 +71,15 @@ class Launch:
     env: dict[str, str]
 
     def shell(self) -> str:
-        """As one would type it (the serving env's python shortened to `vllm serve`), with
-        every variable the launch sets (the GPUs and their order, the CPU KV pool)."""
+        """As one would paste it: the serving env's `vllm serve` with the model first (as
+        vLLM 0.32 asks), and every variable the launch sets (the GPUs and their order, the
+        CPU KV pool)."""
         args = self.argv[3:]  # past python -m vllm.entrypoints.openai.api_server
+        at = args.index("--model")
+        args = [args[at + 1], *args[:at], *args[at + 2 :]]
         variables = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
-        return " ".join([*variables, "vllm serve", *map(shlex.quote, args)])
+        vllm = Path(self.argv[0]).parent / "vllm"
+        return " ".join([*variables, shlex.quote(str(vllm)), "serve", *map(shlex.quote, args)])
 
 
 def launch(

@@ -29,6 +29,8 @@ def test_search_beats_the_best_uniform_recipe_and_a_random_assignment(
     rows = {r["recipe"]: r for r in summary["rows"]}
     assert set(rows) == {"search-6", "search-6-random", *uniform}
     assert all(r["bits_per_weight"] <= 6 for r in rows.values())
+    # each candidate's own gate verdict beside it: it never stops the search
+    assert {r["gates"] for r in rows.values()} <= {"pass", "FAIL", "inconclusive"}
     assert rows["search-6"]["bits_per_weight"] > 5.5  # the budget is used, not left idle
     assert summary["best_uniform"] in uniform
     assert rows[summary["best_uniform"]]["z_vs_search"] > 3, rows  # measured z = 15.8 (gptq)

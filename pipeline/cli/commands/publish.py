@@ -29,6 +29,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--ignore-gates", action="store_true", help="publish despite missing stages / failed gates"
     )
     p.add_argument(
+        "--without-serve",
+        action="store_true",
+        help="publish a run with no serve stage (the card says memory and throughput were not "
+        "measured)",
+    )
+    p.add_argument(
         "--take-over", action="store_true", help="add to a repo/folder not published by us"
     )
     # --force skips the readiness checks only: replacing what we did not publish is --take-over

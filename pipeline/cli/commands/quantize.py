@@ -11,7 +11,6 @@ from pipeline.cli import common_flags
 from pipeline.cli.artifact_stage import quantize_stage
 from pipeline.cli.chain import refuse_what_this_host_cannot, run_flow
 from pipeline.cli.requests import ChainRequest
-from pipeline.core.errors import NotOnThisHost
 from pipeline.core.outcome import Outcome
 from pipeline.core.runs import Runs
 
@@ -48,8 +47,7 @@ def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
         plan |= {"time": made.time, "files": made.files}
         text += "\n" + chain_plan.disk_and_time_lines(plan)
         print(json.dumps(plan, indent=2) if req.as_json else text)
-        if plan["refusals"]:
-            raise NotOnThisHost(plan["refusals"][0])
+        chain_plan.refused(plan["refusals"])
         return Outcome.of(NAME, "ok", model=q.ref.name, recipe=q.recipe.name)
     refuse_what_this_host_cannot(req, q)  # short disk or memory: before any download
     return run_flow(req, q)

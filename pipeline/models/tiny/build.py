@@ -35,6 +35,11 @@ def build_key() -> str:
     )[:16]
 
 
+def cached_path(root: Path | None = None) -> Path:
+    """Where the default build is, built or not yet (what a dry run names)."""
+    return (root or cache_root()) / f"tiny-llama-{build_key()}"
+
+
 def ensure(training: dict | None = None, root: Path | None = None, measure: bool = True) -> Path:
     """Path of the built model, building it first if the cache lacks it. measure=False leaves
     out the held-out perplexities (most of a short build's time: bf16 matmuls on CPU)."""

@@ -132,7 +132,7 @@ def test_a_margin_is_rechecked_on_the_cached_result_as_the_paired_ci_says(
 
     results, _ = evaluated("fp8")
     paired = results["tasks"][0]["paired"]
-    text = (REPO / "recipes" / "fp8.yaml").read_text().replace("max_drop: 0.02", "max_drop: 0.001")
+    text = (REPO / "recipes" / "fp8.yaml").read_text().replace("max_drop: 0.05", "max_drop: 0.001")
     (tmp_path / "fp8.yaml").write_text(text)
     result = cli("eval", "--recipe", str(tmp_path / "fp8.yaml"), "--backend", "hf", "--json",
                  runs=session_runs)  # fmt: skip

@@ -178,7 +178,7 @@ def test_a_hub_artifact_is_downloaded_pinned_and_imported(external, tmp_path):
     for path in (p for p in run_dir.rglob("*") if p.is_file()):  # manifest, logs, configs
         assert token.encode() not in path.read_bytes()
     assert missing.returncode == 2
-    assert "cannot download 'someone/nothing-here' from the hub" in missing.stderr
+    assert "no model someone/nothing-here on the hub, or it is private" in missing.stderr
 
 
 def test_dry_run_says_what_was_detected_and_writes_nothing(external, tmp_path):

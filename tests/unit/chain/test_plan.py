@@ -79,8 +79,10 @@ def test_a_runs_folder_nobody_can_write_is_refused_as_such(capsys, monkeypatch, 
     monkeypatch.setenv("RUNS_DIR", "/proc/nope")
     code = main(["quantize", "--recipe", "fp8", "--dry-run"])
     out, err = capsys.readouterr()
-    assert code == 4 and "at a bigger disk" not in out
-    assert "/proc cannot be written by this user; point RUNS_DIR at a folder that can" in out
+    assert code == 4 and "at a bigger disk" not in out + err
+    (line,) = err.strip().splitlines()  # the refusal, said once: the plan above leaves it out
+    assert "/proc cannot be written by this user; point RUNS_DIR at a folder that can" in line
+    assert "cannot be written" not in out
     assert not list(Path("/proc").glob(".plan-probe-*"))
 
 
@@ -209,6 +211,28 @@ def test_serve_dry_run_refuses_a_tensor_parallel_size_vllm_would_in_one_line(
                  "3", "--dry-run"])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "tensor" in err[0].lower(), err
+
+
+def test_a_parallel_size_on_a_cpu_host_is_refused_once_and_a_launch_pastes(
+    capsys, monkeypatch, tmp_path
+):
+    """No GPU: the pipeline serves each side as one CPU engine, so TP 2 is refused (exit 4), in
+    the error line only; without it, each launch line is the real model folder, a real port."""
+    from pipeline.models.tiny.build import cached_path
+    from tests.conftest import as_cpu_host
+
+    as_cpu_host(monkeypatch, tmp_path / "serve-cpu")
+    monkeypatch.setenv("RUNS_DIR", str(tmp_path / "runs"))
+    argv = ["serve", "--model", "tiny-llama", "--recipe", "fp8", "--dry-run"]
+    assert main([*argv, "--tensor-parallel-size", "2"]) == 4
+    out, err = capsys.readouterr()
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: tensor_parallel_size 2 × pipeline_parallel_size 1: no GPU")
+    assert "no GPU" not in out  # said once
+    assert main(argv) == 0
+    launches = [x for x in capsys.readouterr().out.splitlines() if "launch" in x]
+    assert f"vllm serve {cached_path()} " in launches[0] and "--port 8000" in launches[0]
+    assert "--port 8001" in launches[1] and "--model" not in "".join(launches)
 
 
 def test_an_online_recipes_dry_run_says_nothing_was_checked(capsys, monkeypatch, tmp_path):

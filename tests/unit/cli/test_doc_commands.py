@@ -58,7 +58,7 @@ REPLACED = {
 # Outcomes that are the documented precondition, not a broken promise: (command, exit, words)
 ALLOWED = {
     ("publish", 2, "no finished artifact"): "publish needs `make run` first, as the docs order it",
-    ("run", 2, "from the hub"): "a checkpoint on the hub: no hub here (HF_HUB_OFFLINE=1)",
+    ("run", 2, "HF_HUB_OFFLINE is set"): "a checkpoint on the hub: no hub here (HF_HUB_OFFLINE=1)",
     ("run", 2, "'path/to/checkpoint' is neither a folder"): "the reader's folder, a placeholder",
     ("quantize", 2, "'path/to/checkpoint' is neither a folder"): "the same placeholder",
 }

@@ -82,6 +82,11 @@ def test_publish_dry_run_card_says_what_is_missing(tmp_path):
     )
     card = (tmp_path / "tiny-llama" / "fp8" / "publish" / "dry-run" / "README.md").read_text()
     assert "Not evaluated." in card and "Not measured." in card and "--ignore-gates" in card
+    result, _ = _probe(tmp_path, "publish", "--recipe", "fp8", "--repo", "acme/x", "--dry-run",
+                       "--without-serve")  # fmt: skip
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+    assert "eval stage missing" in line and "serve" not in line.split(" (")[0]  # not asked
+    assert "--without-serve" not in line and "--ignore-gates publishes anyway" in line
 
 
 def _json(capsys, argv) -> tuple[int, Outcome]:

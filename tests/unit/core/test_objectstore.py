@@ -373,3 +373,25 @@ def test_a_manifest_from_before_content_addressing_is_said_and_ignored(remote, c
     err = capsys.readouterr().err
     assert f"{REL}/manifest.json predates content addressing" in err
     assert "1 files under m/fp8 were stored before content addressing" in err
+
+
+def test_a_commit_skips_files_in_flight_and_files_gone_since_listed(tmp_path, monkeypatch):
+    """Two cells of one model on one host share its mirror's reference folder: the other's
+    temporary file (hidden) is never committed, and one removed between the listing and its
+    hash is left out, not a failed commit (FileNotFoundError)."""
+    from pipeline.core import objectstore
+
+    local = tmp_path / "original"
+    local.mkdir()
+    for name in ("calibration.pt", ".heldout.pt.tmp-42", "heldout.pt"):
+        (local / name).write_text(name)
+    hashed = objectstore._sha256
+
+    def vanishing(path):
+        if path.name == "heldout.pt":
+            path.unlink()  # renamed away by the other process, as it were
+        return hashed(path)
+
+    monkeypatch.setattr(objectstore, "_sha256", vanishing)
+    found = objectstore._scan(local, objectstore._Record.load(local))
+    assert set(found) == {"calibration.pt"}

@@ -1,5 +1,6 @@
 """The `vllm serve` command line and environment built from the serve settings."""
 
+import os
 from pathlib import Path
 
 from pipeline.config.recipe import ServeSettings
@@ -50,3 +51,42 @@ def test_pipeline_stages_run_on_vllms_multiprocessing_executor():
     assert flags["--distributed-executor-backend"] == "mp" and "ray" not in staged
     one_stage = server.launch(Path("/m"), "n", ServeSettings(), 1, 1).argv
     assert "--distributed-executor-backend" not in one_stage  # vLLM picks uni / mp itself
+
+
+# vLLM's own `vllm serve` parser, its command not dispatched: what the pasted line would start
+AS_VLLM_PARSES = """
+import json, sys
+from vllm.entrypoints.cli import main, serve
+serve.ServeSubcommand.cmd = staticmethod(lambda a: print(json.dumps({"model": a.model_tag
+    or a.model, "port": a.port, "tp": a.tensor_parallel_size, "name": a.served_model_name})))
+sys.argv = sys.argv[1:]
+main.main()
+"""
+
+
+def test_the_dry_runs_launch_line_is_what_vllm_serve_parses(tmp_path):
+    """`make serve --dry-run` shows each side's launch as one would paste it: the serving env's
+    `vllm serve` with the model first (vLLM 0.32 deprecates --model there) and a real port."""
+    import json
+    import shlex
+    import subprocess
+
+    import pytest
+
+    from pipeline.core.serving_env import SERVE_PYTHON, available
+
+    if not available():
+        pytest.skip("serving env not built (make setup)")
+    s = ServeSettings(tensor_parallel_size=1, kv_cache_dtype="fp8")
+    line = server.launch(tmp_path / "m m", "tiny-llama-fp8", s, 8001, 1024).shell()
+    words = shlex.split(line)
+    variables = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+    argv = words[len(variables) :]
+    assert argv[:2] == [str(SERVE_PYTHON.parent / "vllm"), "serve"]
+    done = subprocess.run([str(SERVE_PYTHON), "-c", AS_VLLM_PARSES, *argv], capture_output=True,
+                          text=True, env={**os.environ, **variables}, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    parsed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert parsed == {"model": str(tmp_path / "m m"), "port": 8001, "tp": 1,
+                      "name": ["tiny-llama-fp8"]}  # fmt: skip
+    assert "positional argument" not in done.stderr  # no deprecation said

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.core import serving_env
 from pipeline.core.paths import VLLM_SCRIPTS
+from pipeline.core.runs import Runs
 
 
 def _dist(site, name: str, version: str, installer: str = "pip") -> None:
@@ -146,3 +147,31 @@ def test_a_stamped_stand_in_leaves_the_checkouts_own_stamp_alone(tmp_path):
         stamped_serving_env(tmp_path / build, build)
         assert not (tmp_path / build / f".installed-{build}").is_symlink()
     assert {p: p.read_bytes() for p in (REPO / ".venv-serve").glob(".installed-*")} == own
+
+
+def test_a_broken_serving_env_is_one_line_and_not_asked_where_nothing_serves(tmp_path, monkeypatch):
+    """A serving env whose vLLM does not import: its probe says so in one line with the fix;
+    an eval on a CPU host (hf scores it) never asks it."""
+    from pipeline.core.errors import UserError
+    from pipeline.eval.stage import _auto_backend
+    from pipeline.quantize.request import QuantizeRequest
+    from pipeline.quantize.stage import QuantizeStage
+    from tests.conftest import as_cpu_host
+    from tests.unit.core.test_devices import standin
+
+    as_cpu_host(monkeypatch, tmp_path / "serve")
+    python = tmp_path / "broken" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\necho 'ImportError: libtorch_cpu.so: cannot open' >&2\nexit 1\n")
+    python.chmod(0o755)
+    monkeypatch.setattr(serving_env, "SERVE_PYTHON", python)
+    monkeypatch.setattr(serving_env, "cache_root", lambda: tmp_path / "cache")
+    with pytest.raises(UserError) as said:
+        serving_env.capabilities()
+    assert "libtorch_cpu.so: cannot open" in str(said.value) and "make setup" in str(said.value)
+    assert len(str(said.value).splitlines()) == 1
+    standin(monkeypatch, "h100x1", "")  # no GPU visible
+    q = QuantizeStage.prepare(
+        QuantizeRequest.named("tiny-llama", "w4a16-rtn"), Runs(tmp_path / "runs")
+    )
+    assert _auto_backend(q, "auto")[0] == "hf"  # the probe was not run: it would have raised
