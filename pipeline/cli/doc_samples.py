@@ -41,8 +41,10 @@ def blocks(text: str) -> list[tuple[str, str]]:
 
 
 def cleaned(stdout: str, runs_root: Path) -> str:
-    """What a block shows of a command's stdout: the run root as `runs/`."""
-    return stdout.replace(f"{runs_root.resolve()}/", "runs/").replace(f"{runs_root}/", "runs/")
+    """What a block shows of a command's stdout: the run root as `runs/`, a result folder's
+    fingerprint as `<fingerprint>` (it differs by host, and reads like a commit hash)."""
+    text = stdout.replace(f"{runs_root.resolve()}/", "runs/").replace(f"{runs_root}/", "runs/")
+    return re.sub(r"/[0-9a-f]{16}/", "/<fingerprint>/", text)
 
 
 def shape(text: str) -> list[str]:
