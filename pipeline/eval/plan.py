@@ -14,6 +14,7 @@ import psutil
 
 from pipeline.config.recipe import EvalSettings
 from pipeline.core.stage_plan import Options, StagePlan, Upstream
+from pipeline.eval import policy
 from pipeline.perf import bound, host, timing
 from pipeline.planning import engine_plan
 from pipeline.planning.engine_plan import Traffic
@@ -46,7 +47,7 @@ class EvalPlan(StagePlan):
 def plan(a: "Artifact", options: Options, up: Upstream) -> EvalPlan:
     """The eval of `a`'s artifact against its original on this host; options.backend as the
     command line gives it (None: the recipe's; auto: vllm where GPUs are seen, else hf)."""
-    s = a.recipe.spec.eval
+    s = policy.settings(a)
     chosen = options.backend or s.backend
     if chosen == "auto":
         chosen = "vllm" if up.visible else "hf"

@@ -35,6 +35,7 @@ from pipeline.eval import (
     tasks,
 )
 from pipeline.eval import plan as eval_plan
+from pipeline.eval import policy as eval_policy
 from pipeline.eval import results as eval_results
 from pipeline.eval.gates import check_gates
 from pipeline.eval.results import EvalResults
@@ -84,7 +85,7 @@ class EvalStage(AfterQuantize):
         where it runs the scheme (and the KV-cache dtype), else hf. hf measures an FP8 KV cache
         by compressed-tensors' emulation, which needs the artifact's calibrated
         kv_cache_scheme: without one only vLLM can."""
-        settings = q.recipe.spec.eval
+        settings = eval_policy.settings(q)  # the recipe's, tiny-llama's answers capped
         texts.check_source(settings.dataset, settings.split, settings.text_column, "eval data")
         prompt_set.check(settings.generation)
         kv = settings.kv_cache_dtype

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from pipeline.eval.policy import TINY_MAX_NEW_TOKENS
 from tests.conftest import REPO, cli
 from tests.e2e.conftest import results_path
 
@@ -103,21 +104,22 @@ def test_generated_answers_are_compared_with_their_floor_and_gated(evaluated, se
     answers part, with the original's own answers at another batch size as the floor."""
     results, result = evaluated(recipe)
     g = results["generation"]
-    assert g["prompts"] == 32 and g["max_new_tokens"] == 256 and g["batch_size"] == 32
+    assert g["prompts"] == 32 and g["batch_size"] == 32
+    assert g["max_new_tokens"] == TINY_MAX_NEW_TOKENS < 256  # the recipe's 256, capped (policy)
     assert g["floor"]["batch_size"] == 16 and g["floor"]["prompts"] == 32
     assert g["length_ratio_low"] <= g["length_ratio"] <= g["length_ratio_high"]
     assert (
         0 <= g["identical"] <= g["floor"]["identical"] <= 32
     )  # quantizing parts more than batching
     if g["identical"] < 32:
-        assert 0 <= g["first_divergence_min"] <= g["first_divergence_median"] <= 256
+        assert 0 <= g["first_divergence_min"] <= g["first_divergence_median"] <= 128
     for side in ("original", "quantized"):
         ended, cut = g[f"eos_rate_{side}"], g[f"truncated_rate_{side}"]
         assert 0 <= ended <= 1 and ended + cut <= 1 + 1e-9
         assert g[f"think_end_rate_{side}"] is None  # tiny-llama has no </think>
     (length,) = [c for c in results["gates"]["checks"] if c["gate"].startswith("generation")]
     assert length["limit"] == 1.2 and length["outcome"] in ("pass", "fail", "inconclusive")
-    assert f"generation: 32 prompts, ≤256 tokens: length ×{g['length_ratio']:.3f}" in result.stdout
+    assert f"generation: 32 prompts, ≤128 tokens: length ×{g['length_ratio']:.3f}" in result.stdout
     metrics = json.loads((session_runs / "tiny-llama" / recipe / "manifest.json").read_text())
     said = metrics["stages"]["eval"]["metrics"]["generation"]
     assert said["length_ratio"] == g["length_ratio"] and said["identical"] == g["identical"]
@@ -283,7 +285,7 @@ def test_backends_agree_and_keep_their_own_results(tmp_path, session_runs, tiny_
     if not serving_env.available():
         pytest.skip("serving env not built (make setup)")
     # fp8 with a 1,024-token budget (vLLM's start-up is most of its time on CPU) and 24 answers
-    # of 64 tokens (the shipped 32 of 256: the generation test's; more than the floor's batch of
+    # of 64 tokens (the shipped 32 of 128: the generation test's; more than the floor's batch of
     # 16, so that the floor batches them otherwise); its lm-eval task is checked on its own below
     small = tmp_path / "fp8-small.yaml"
     text = (REPO / "recipes" / "fp8.yaml").read_text().replace("16384", "1024")
