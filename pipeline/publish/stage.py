@@ -149,10 +149,10 @@ def _own_folders(q: Artifact) -> dict[str, Path]:
 
 def _ways_past(problems: list[str], without_serve: bool) -> str:
     """The flags that publish anyway, the one for a run not served named first."""
-    unserved = not without_serve and any(p.startswith("serve stage") for p in problems)
-    return (
-        " (--without-serve publishes a run not served, its card saying so; " if unserved else " ("
-    ) + "--ignore-gates publishes anyway and says so in the card)"
+    ways = ["--ignore-gates publishes anyway and says so in the card"]
+    if not without_serve and any(p.startswith("serve stage") for p in problems):
+        ways.insert(0, "--without-serve publishes a run not served, its card saying so")
+    return f" ({'; '.join(ways)})"
 
 
 def readiness(q: Artifact, without_serve: bool = False) -> list[str]:

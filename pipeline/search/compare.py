@@ -18,6 +18,7 @@ from pipeline.planning.weights import bits_per_weight
 from pipeline.quantize.request import QuantizeRequest
 from pipeline.quantize.stage import QuantizeStage
 from pipeline.search import writer
+from pipeline.search.compare_recipes import GATES
 from pipeline.search.groups import Group
 from pipeline.search.stage import SearchStage, run_name
 
@@ -77,9 +78,6 @@ def _write_recipes(stage: SearchStage, found: dict) -> dict[str, Path]:
         paths[label] = folder / f"{label}.yaml"
         writer.write(paths[label], text)
     return paths
-
-
-GATES = {"ok": "pass", "gate_failed": "FAIL", "gate_inconclusive": "inconclusive"}
 
 
 def _evaluate(stage: SearchStage, label: str, rf: recipe.RecipeFile, backend, g) -> dict:

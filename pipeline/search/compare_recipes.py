@@ -46,6 +46,10 @@ DRIFT = (  # (key, axis label, the original's value)
 )
 
 
+# a row's gate verdict in words (failed rows say why instead)
+GATES = {"ok": "pass", "gate_failed": "FAIL", "gate_inconclusive": "inconclusive"}
+
+
 @dataclass
 class Row:
     recipe: str
@@ -271,7 +275,7 @@ def render(rows: list[Row], model: str) -> str:
         if r.status == "failed":
             lines.append(f"{r.recipe:<14} failed: {r.message}")
             continue
-        gates = {"ok": "pass", "gate_failed": "FAIL"}.get(r.status, "inconclusive")
+        gates = GATES[r.status]
         lines.append(
             f"{r.recipe:<14} {_f(r.size_bytes and r.size_bytes / MIB, '.2f'):>9} "
             f"{_f(r.ratio_to_bf16, '.3f'):>6} {_pm(r.kl_mean, r.kl_mean_se, '.2e', '.1e'):>19} "

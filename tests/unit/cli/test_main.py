@@ -87,6 +87,10 @@ def test_publish_dry_run_card_says_what_is_missing(tmp_path):
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
     assert "eval stage missing" in line and "serve" not in line.split(" (")[0]  # not asked
     assert "--without-serve" not in line and "--ignore-gates publishes anyway" in line
+    _probe(tmp_path, "publish", "--recipe", "fp8", "--repo", "acme/x", "--dry-run",
+           "--without-serve", "--ignore-gates")  # fmt: skip
+    card = (tmp_path / "tiny-llama" / "fp8" / "publish" / "dry-run" / "README.md").read_text()
+    assert "Not measured (published `--without-serve`)." in card
 
 
 def _json(capsys, argv) -> tuple[int, Outcome]:
