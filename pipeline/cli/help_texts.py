@@ -56,8 +56,10 @@ COMMANDS = {
         "quantize a model with a recipe (or --import one)",
         "Runs the recipe with llm-compressor (data-free recipes shard by shard, calibrated ones "
         "with oneshot) and writes a compressed-tensors checkpoint to "
-        "runs/<model>/<recipe>/artifact/. --dry-run prints the plan (memory, disk, time) and "
-        "loads no weights; --import takes a checkpoint quantized elsewhere.",
+        "runs/<model>/<recipe>/artifact/. A run that dies is resumed by the same command from "
+        "the last decoder layer (or shard) it finished; --force starts over. --dry-run prints "
+        "the plan (memory, disk, time) and loads no weights; --import takes a checkpoint "
+        "quantized elsewhere.",
         "make quantize MODEL=llama3-70b RECIPE=fp8 ARGS=--dry-run",
         "real-size.md",
     ),

@@ -57,6 +57,9 @@ def quantize(stage, entry, cached: bool) -> None:
             f"  memory    peak RSS {m['peak_rss_bytes'] / gib:.2f} GiB, planned "
             f"{m['planned_peak_rss_bytes'] / gib:.2f} GiB ({m['peak_rss_ratio_to_plan']:.2f}× plan)"
         )
+    if resumed := m.get("resumed"):
+        print(f"  resumed   at {resumed['at']}: {resumed['kept']} kept from a run that stopped "
+              f"(~{resumed['kept_seconds']:.0f} s of its work not redone)")  # fmt: skip
     if (m.get("reload") or {}).get("spot_checked") is not None:
         print(f"  check     {m['reload']['reason']}")
     for modifier, args in (entry.inputs.get("capped") or {}).items():

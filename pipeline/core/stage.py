@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pipeline.core import environment, objectstore
+from pipeline.core.checkpoints import Checkpoints
 from pipeline.core.errors import INTERRUPTED
 from pipeline.core.files import sha256_json
 from pipeline.core.rundir import HISTORY_STAGES, RunDir, StageEntry, now
@@ -55,6 +56,7 @@ class Stage(Protocol):
 
     def load_results(self, entry: StageEntry): ...
 
+    # a stage with `resumable = True` is handed its Checkpoints: `work(out, checkpoints)`
     # where `work` writes: most stages take staging_dir (`staging = staticmethod(staging_dir)`);
     # serve keeps a failed attempt's files aside, publish writes beside its earlier cards
     def staging(self, final: Path) -> AbstractContextManager[Path]: ...
@@ -96,9 +98,13 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
         rundir.update(stage.header, stage.name, entry)
         t0 = time.monotonic()
         environment.reset_peak_rss()  # each stage's own peak, in a `run` of several
+        kept = None
+        if getattr(stage, "resumable", False):  # what a killed attempt finished, or why not
+            kept = Checkpoints.beside(rundir.path / folder, fingerprint, inputs, force)
+            kept.on_keep = rundir.commit  # each unit kept travels with the run folder
         try:
             with stage.staging(rundir.path / folder) as out:
-                metrics = stage.work(out)
+                metrics = stage.work(out, kept) if kept else stage.work(out)
         except BaseException as e:
             stopped = isinstance(e, KeyboardInterrupt)
             entry.status = "interrupted" if stopped else "failed"
@@ -113,6 +119,8 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
             "peak_rss_bytes": environment.peak_rss_bytes(),  # this process; vLLM's: serve's own
             **metrics,
         }
+        if kept:  # the result is in place: nothing left to resume (nor to commit below)
+            kept.remove()
         rundir.update(stage.header, stage.name, entry)
         if stage.name in HISTORY_STAGES:
             rundir.prune(stage.name, KEEP_RESULTS)

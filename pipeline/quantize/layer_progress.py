@@ -20,8 +20,10 @@ _MODULES = re.compile(r"Quantizing \d+ module\(s\): \['([^']+)'")
 
 
 @contextmanager
-def layers(bar):
-    """Drive `bar` (a tqdm) from the sequential pipeline while the context is open."""
+def layers(bar, replayed=lambda: 0):
+    """Drive `bar` (a tqdm) from the sequential pipeline while the context is open;
+    `replayed()`: how many subgraphs a resumed run replays from checkpoints (the bar starts
+    after them)."""
     from llmcompressor.pipelines.sequential import pipeline
 
     traced, batches = pipeline.trace_subgraphs, pipeline._get_batches
@@ -33,21 +35,29 @@ def layers(bar):
     def trace(*args, **kwargs):
         subgraphs = traced(*args, **kwargs)
         state["total"] = max(1, len(subgraphs) - 1)  # the first holds the embeddings
+        state["started"] = 0  # oneshot runs a pass per modifier that needs data
         bar.reset(total=state["total"])
+        kept = max(0, replayed() - 1)  # layers done by an earlier attempt: not this run's rate
+        bar.initial = bar.n = bar.last_print_n = kept
         return subgraphs
 
     def counted_batches(activations, num_batches, input_names, desc, *rest, **kwargs):
         phase = "propagating" if "Propagating" in desc else "calibrating"
         if phase == "calibrating":  # a new subgraph: the layers before it are done
-            bar.update(max(0, state["started"] - 1) - bar.n)
+            bar.update(max(0, state["started"] - 1 - bar.n))
             state["started"] += 1
+        if state["started"] <= replayed():
+            phase = "replaying (kept)"
         found = batches(activations, num_batches, input_names, desc, *rest, **kwargs)
         for i, item in enumerate(found):
             _show(bar, state, f"{phase} {i + 1}/{num_batches}")
             yield item
 
     def epoch_end(modules, **kwargs):
-        _show(bar, state, "solving" if _solves() else "quantizing")
+        kept = state["started"] <= replayed()
+        _show(
+            bar, state, "loading kept state" if kept else "solving" if _solves() else "quantizing"
+        )
         return original_end(modules, **kwargs)
 
     def solving(message) -> None:  # GPTQ logs each module as it starts solving it

@@ -19,12 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pipeline.config.recipe import RecipeFile
+from pipeline.core.checkpoints import Checkpoints
 from pipeline.models.architecture import Linear, is_router
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import matches
 from pipeline.quantize import plan
 from pipeline.quantize.artifact import tensors
 
+KIND = "shard"
 _EXPERT = re.compile(r"\.experts\.\d+\.")
 # Mixtral checkpoints name each expert's Linears w1 / w3 / w2; llm-compressor 0.14's oneshot
 # writes them as gate_proj / up_proj / down_proj (its save mapping), which vLLM reads too
@@ -115,16 +117,25 @@ def _meta_modules(model_path: Path) -> tuple[set[str], set[str]]:
 
 
 def run(
-    model_path: Path, out: Path, recipe: RecipeFile, ignore: list[str], workers: int, bar
+    model_path: Path,
+    out: Path,
+    recipe: RecipeFile,
+    ignore: list[str],
+    workers: int,
+    bar,
+    checkpoints: Checkpoints | None = None,
 ) -> dict:
-    """Quantize `model_path` into `out` shard by shard; `bar` counts shards."""
+    """Quantize `model_path` into `out` shard by shard; `bar` counts shards; `checkpoints`
+    keeps each written shard and gives back those an earlier attempt wrote."""
     import torch
     from llmcompressor import model_free_ptq
 
     shards = sorted(model_path.glob("*.safetensors"))
     bar.reset(total=len(shards))
     t0 = time.monotonic()
-    with _counting_shards(bar):
+    if checkpoints is not None:
+        checkpoints.begin(KIND, len(shards))
+    with _counting_shards(bar, checkpoints):
         model_free_ptq(
             str(model_path),
             str(out),
@@ -137,17 +148,36 @@ def run(
     return {"shards": len(shards), "quantize_seconds": round(time.monotonic() - t0, 2)}
 
 
+def kept(checkpoints: Checkpoints) -> tuple[int, int, float]:
+    """(shards kept, shards in all, the seconds they took); (0, 0, 0) when none is."""
+    done = checkpoints.done() if checkpoints.kind == KIND else {}
+    if not done or not checkpoints.total:
+        return 0, 0, 0.0
+    return len(done), checkpoints.total, sum(unit["seconds"] for unit in done.values())
+
+
 @contextmanager
-def _counting_shards(bar):
+def _counting_shards(bar, checkpoints: Checkpoints | None):
     """Tick `bar` as each shard is written (llm-compressor 0.14 calls its module-level
-    `_process_shard` once per shard, from worker threads)."""
+    `_process_shard` once per shard, from worker threads); keep each in `checkpoints`, and
+    put back those an earlier attempt kept instead of quantizing them again."""
     from llmcompressor.entrypoints import model_free
 
     original = model_free._process_shard
+    done = checkpoints.done() if checkpoints is not None and checkpoints.kind == KIND else {}
 
     def counted(*args, **kwargs):
-        result = original(*args, **kwargs)
         written = Path(args[1])
+        t0 = time.monotonic()
+        if written.name in done:  # the same bytes the uninterrupted run writes
+            _link(checkpoints.path(written.name), written)
+            result = _written(written)
+        else:
+            result = original(*args, **kwargs)
+            if checkpoints is not None:
+                seconds = time.monotonic() - t0
+                keep = lambda tmp: _link(written, tmp)  # noqa: E731
+                checkpoints.keep(written.name, f"shards/{written.name}", keep, seconds)
         size = written.stat().st_size if written.exists() else 0
         bar.set_postfix_str(f"{written.name} {size / 2**30:.2f} GiB", refresh=False)
         bar.update()
@@ -158,6 +188,32 @@ def _counting_shards(bar):
         yield
     finally:
         model_free._process_shard = original
+
+
+def _link(source: Path, target: Path) -> None:
+    """A second name for a written shard (no copy); a copy where the file system has none."""
+    import os
+    import shutil
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def _written(shard: Path) -> tuple[int, dict[str, str]]:
+    """What `_process_shard` returns for a shard it wrote: its tensors' bytes and where each
+    is, from the safetensors header (nothing loaded)."""
+    import json
+    import struct
+
+    with open(shard, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+    header.pop("__metadata__", None)
+    size = sum(end - start for start, end in (t["data_offsets"] for t in header.values()))
+    return size, {key: shard.name for key in header}
 
 
 def _renamer(model_path: Path):

@@ -20,7 +20,7 @@ from pipeline.config import recipe
 from pipeline.core import quiet
 from pipeline.core.errors import PipelineError
 from pipeline.data.texts import packed
-from pipeline.quantize import layer_progress, routing
+from pipeline.quantize import layer_checkpoints, layer_progress, routing
 from pipeline.quantize.compat import patch_llmcompressor_for_cpu
 
 
@@ -36,9 +36,13 @@ class Job:
     saved_dtype: str  # the checkpoint's dtype, for saving after a float32 calibration on CPU
 
 
-def run(job: Job, out: Path, steps=None, track_routing: bool = True, layers=None) -> dict | None:
+def run(
+    job: Job, out: Path, steps=None, track_routing: bool = True, layers=None, checkpoints=None
+) -> dict | None:
     """Quantize into `out`; for a calibrated MoE, which experts the calibration tokens reached.
-    `layers`: a progress bar the sequential pipeline drives, one tick per decoder layer."""
+    `layers`: a progress bar the sequential pipeline drives, one tick per decoder layer;
+    `checkpoints`: where each finished layer is kept, and an earlier attempt's resumed from
+    (layer_checkpoints.py)."""
     import contextlib
 
     import torch
@@ -76,7 +80,12 @@ def run(job: Job, out: Path, steps=None, track_routing: bool = True, layers=None
     step("calibrating + quantizing", refresh=False)
     torch.manual_seed(cal.seed)
 
-    with layer_progress.layers(layers) if layers else contextlib.nullcontext():
+    with contextlib.ExitStack() as hooks:
+        kept = {"replay": 0}
+        if checkpoints is not None and job.texts:  # the sequential pipeline: layer by layer
+            kept = hooks.enter_context(layer_checkpoints.resumable(model, checkpoints))
+        if layers:
+            hooks.enter_context(layer_progress.layers(layers, lambda: kept["replay"]))
         oneshot(model=model, recipe=job.recipe_yaml, **kwargs)
     if routed:
         routed.remove()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pipeline.config import recipe
 from pipeline.config.recipe import Calibration, RecipeFile
 from pipeline.core import devices, environment, memo, progress, quiet
+from pipeline.core.checkpoints import Checkpoints
 from pipeline.core.errors import ArtifactCheckError, NotOnThisHost
 from pipeline.core.files import staging_dir
 from pipeline.core.rundir import RunDir, StageEntry
@@ -34,6 +35,7 @@ from pipeline.quantize import (
     plan,
     policy,
     record,
+    resume,
     stage_plan,
     verify,
 )
@@ -66,6 +68,7 @@ class QuantizeStage:
     name: ClassVar[str] = "quantize"
     folder: ClassVar[str] = ARTIFACT
     starts_vllm: ClassVar[bool] = False  # quantizing starts no vLLM engine
+    resumable: ClassVar[bool] = True  # a killed run's finished layers or shards are kept
     staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 
     @property
@@ -285,11 +288,12 @@ class QuantizeStage:
     def outputs(self, folder: str) -> dict[str, str]:
         return {"artifact": folder}
 
-    def work(self, out: Path) -> dict:
+    def work(self, out: Path, checkpoints: Checkpoints | None = None) -> dict:
         if self.recipe.online:
             return _online(self, out)
+        kept = resume.start(self, checkpoints)  # says what an earlier attempt left, or why not
         self.load_texts()
-        return _quantize(self, out)
+        return _quantize(self, out, kept)
 
     def entry(self) -> StageEntry:
         """The finished quantize entry later stages build on."""
@@ -319,7 +323,7 @@ def _online(job: QuantizeStage, out: Path) -> dict:
     }
 
 
-def _quantize(job: QuantizeStage, out: Path) -> dict:
+def _quantize(job: QuantizeStage, out: Path, kept: Checkpoints | None) -> dict:
     import time
 
     t0 = time.monotonic()
@@ -334,13 +338,15 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
     with quiet.to_log(job.log, llmcompressor=True), quiet.library_output(job.log):
         if job.path == "model-free":
             ignore = model_free.derived_ignore(job.model_path, job.recipe)
-            done = model_free.run(job.model_path, out, job.recipe, ignore, job.workers, bars[0])
+            done = model_free.run(
+                job.model_path, out, job.recipe, ignore, job.workers, bars[0], kept
+            )
             _copy_tokenizer(job.model_path, out)
             # as oneshot writes it: the recipe that reproduces this artifact
             (out / "recipe.yaml").write_text(job.recipe.quantization_yaml(job.capped))
             routed, extra = None, {**done, "ignore": ignore}
         else:
-            routed = _oneshot(job, out, bars[0], bars[1] if len(bars) > 1 else None)
+            routed = _oneshot(job, out, bars[0], bars[1] if len(bars) > 1 else None, kept)
             bars[0].update()
             extra = {}
         for bar in reversed(bars):
@@ -379,6 +385,7 @@ def _quantize(job: QuantizeStage, out: Path) -> dict:
     metrics["calibration_samples"] = job.texts.description["samples"] if job.texts else 0
     metrics["routing"] = routed
     metrics["processes"] = job.nproc
+    metrics["resumed"] = resume.record(kept)
     return metrics
 
 
@@ -392,8 +399,9 @@ def _copy_tokenizer(model: Path, out: Path) -> None:
             shutil.copy(model / name, out / name)
 
 
-def _oneshot(job: QuantizeStage, out: Path, steps, layers=None) -> dict | None:
-    spec = oneshot.Job(
+def job_spec(job: QuantizeStage) -> oneshot.Job:
+    """What oneshot is given: the model, the modifiers (caps and routers applied), the texts."""
+    return oneshot.Job(
         model_path=str(job.model_path),
         recipe_yaml=job.recipe.quantization_yaml(_with_routers_ignored(job)),
         calibration=job.calibration.model_dump(),
@@ -401,8 +409,12 @@ def _oneshot(job: QuantizeStage, out: Path, steps, layers=None) -> dict | None:
         samples=job.texts.description["samples"] if job.texts else 0,
         saved_dtype=job.geometry.dtype,
     )
+
+
+def _oneshot(job: QuantizeStage, out: Path, steps, layers, kept) -> dict | None:
+    spec = job_spec(job)
     if job.nproc == 1:
-        return oneshot.run(spec, out, steps, layers=layers)
+        return oneshot.run(spec, out, steps, layers=layers, checkpoints=kept)
     steps.set_postfix_str(f"{job.nproc} processes (torchrun)", refresh=False)
     oneshot.run_distributed(spec, out, job.nproc, job.log)
     steps.update(2)

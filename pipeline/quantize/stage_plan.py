@@ -4,18 +4,23 @@ earlier quantize on this host and path, as bf16 bytes per second, where one meas
 large enough for its rate to scale (a tiny model's run is start-up, not throughput)."""
 
 import json
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pipeline.artifact import Artifact
 from pipeline.core import environment
 from pipeline.core.stage_plan import ArtifactPlan
 from pipeline.perf import timing
 
+if TYPE_CHECKING:
+    from pipeline.config.recipe import Calibration
+
 
 class Quantizing(Artifact, Protocol):
     """What this plan reads of the quantize stage: an artifact made along a path."""
 
     path: str  # "model-free", "oneshot", … (its own rate on this host)
+    nproc: int  # processes under torchrun (no checkpoints then)
+    calibration: "Calibration"  # samples: 0 for a data-free recipe
 
 
 SCALES_FROM = 2**30  # bf16 bytes a measured run must have quantized for its rate to scale
@@ -38,13 +43,27 @@ def plan(q: "Quantizing") -> ArtifactPlan:
         where=built.get("placement", "nothing to quantize"),
         cpu_ram_bytes=memory.get("cpu_ram_peak_estimate", 0),
         device_bytes=memory.get("device_peak_estimate", 0),
-        files=[*downloads, ("artifact", artifact)],
+        files=[*downloads, ("artifact", artifact), *_checkpoints(q, original)],
         artifact_bytes=artifact,
     )
     found.time_seconds, found.time = _time(q, original)
     if why := q.host_fit(q.max_memory):
         found.refusals.append(why)
     return found
+
+
+def _checkpoints(q: "Quantizing", original: int) -> list[tuple[str, int]]:
+    """A calibrating run keeps each finished layer until its artifact is in place
+    (layer_checkpoints.py): up to the model at its calibration precision, float32 where no GPU
+    calibrates it. The model-free path's kept shards are second names of the artifact's."""
+    if q.path == "model-free" or not q.calibration.num_samples or q.nproc > 1:
+        return []
+    upcast = 1 if environment.gpus() else 4 // max(1, _dtype_bytes(q.geometry.dtype))
+    return [("layer checkpoints (until the artifact is in place)", original * upcast)]
+
+
+def _dtype_bytes(dtype: str) -> int:
+    return {"float32": 4, "float16": 2, "bfloat16": 2}.get(dtype, 2)
 
 
 def _time(q: "Quantizing", original: int) -> tuple[float | None, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli
-from tests.parallel import made_once
+from tests.parallel import made_once, shared_folder
 
 
 @pytest.fixture(scope="session")
@@ -21,8 +21,15 @@ def tiny_model() -> Path:
 
 
 @pytest.fixture(scope="session")
-def session_runs(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("runs")
+def session_runs(tmp_path_factory, request) -> Path:
+    """The session's run root; on two workers its tiny-llama references are the run's
+    (tests/parallel.py: the original is scored once per test run, not once per worker)."""
+    runs = tmp_path_factory.mktemp("runs")
+    shared = shared_folder(request.config, "tiny-llama-reference")
+    if shared is not None:
+        (runs / "tiny-llama" / "original").mkdir(parents=True)
+        (runs / "tiny-llama" / "original" / "reference").symlink_to(shared)
+    return runs
 
 
 @pytest.fixture(scope="session")
@@ -86,8 +93,11 @@ def _stages(run: Path) -> set[str]:
     return set(json.loads((run / "manifest.json").read_text())["stages"])
 
 
-# Small but real serving: two concurrency levels, 8 requests each, no torch.compile
-SWEEP = ["--concurrency", "1,4", "--num-prompts", "8", "--enforce-eager"]
+# Small but real serving: two concurrency levels, 8 requests each of 64 tokens in and 32 out
+# (tiny-llama's FP8 decodes at ~28 tokens/s on a CPU: the recipes' 64 out doubled the sweep),
+# no torch.compile
+SWEEP = ["--concurrency", "1,4", "--num-prompts", "8", "--input-len", "64", "--output-len", "32",
+         "--enforce-eager"]  # fmt: skip
 # For tests about something else than pairing: one run per level against the original's cached
 # reference (kept by served_fp8's paired run), so no second server starts
 ONE_SIDE = [*SWEEP, "--repeats", "1", "--original", "cached"]

@@ -26,10 +26,10 @@ GIB = 2**30
 
 @pytest.fixture(scope="module")
 def settings_recipe(tmp_path_factory) -> Path:
-    """fp8 with a test-sized eval (1,024 tokens a split, no tasks) and serve (one repeat)."""
+    """fp8 with a test-sized eval (512 tokens a split, no tasks) and serve (one repeat)."""
     recipe = yaml.safe_load((REPO / "recipes" / "fp8.yaml").read_text())
     # two answers of 8 tokens: generation runs, at a 1.3B layer's cost on two cores
-    recipe["eval"] |= {"max_tokens": 1024, "tasks": [],
+    recipe["eval"] |= {"max_tokens": 512, "tasks": [],
                        "generation": {"limit": 2, "max_new_tokens": 8}}  # fmt: skip
     recipe["serve"] = {"input_len": 32, "output_len": 16, "concurrency": [1, 4],
                        "num_prompts": 8, "repeats": 1}  # fmt: skip

@@ -4,10 +4,12 @@ PostgreSQL (tests/postgres.py): cells placed on both workers and recorded with t
 GPUs, a cell no node holds refused before the night starts, and a worker lost mid-cell."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -203,9 +205,14 @@ def test_a_worker_lost_mid_cell_is_retried_or_failed_and_the_night_completes(
         texts = [p.read_text() for p in logs.rglob("*slow*.log")]
         if len(texts) == 2 and not any('"schema_version"' in t for t in texts):
             break
-        time.sleep(1)
+        time.sleep(0.5)
     else:
         pytest.fail("the two slow cells never ran at the same time")
+    # worker 2 dies once its cell has kept a decoder layer (committed with its run folder)
+    lost = _cell_on(cluster, 2)
+    progress = mirror_root(url) / zoo.name / lost / "artifact.checkpoints" / "progress.json"
+    while time.time() < deadline and "pass 0 subgraph 1" not in _text(progress):
+        time.sleep(0.1)
     cluster.kill(2)
     try:
         out, err = driver.communicate(timeout=1500)
@@ -228,3 +235,34 @@ def test_a_worker_lost_mid_cell_is_retried_or_failed_and_the_night_completes(
     assert retried or any(c["status"] != "ok" for c in cells.values()), attempts
     for c in retried:
         assert c["status"] == "ok" and c["node"].endswith(survivor), c
+        # the retry went on from the layer the lost node had kept (pulled with its run folder)
+        (log,) = logs.rglob(log_name(_as_cell(c)))
+        said = log.read_text().split("\n$ ")[-1]
+        assert re.search(r"resuming at (layer 2 of 2 \(1 done|the save)", said), said[-2000:]
+
+
+def _text(path: Path) -> str:
+    """A file another process may remove at any moment ("" then)."""
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _cell_on(cluster, node: int) -> str:
+    """The run folder (its recipe's name) of the cell running on worker `node`: the pipeline
+    process descended from that node's `ray start`."""
+    import psutil
+
+    root = cluster.nodes[node].pid
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if "pipeline" not in argv or "--recipe" not in argv:
+            continue
+        try:
+            ancestors = {p.pid for p in proc.parents()} | {os.getpgid(proc.pid)}
+        except (psutil.Error, ProcessLookupError):
+            continue
+        if root in ancestors:
+            return Path(argv[argv.index("--recipe") + 1]).stem
+    raise AssertionError(f"no cell runs on worker {node}")

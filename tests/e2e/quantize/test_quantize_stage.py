@@ -1,8 +1,11 @@
 """Quantize tiny-llama with every shipped recipe on CPU (real llm-compressor) and check the
 artifacts: tensor formats, sizes, reload in transformers, and the loss a forward pass gives."""
 
+import contextlib
 import json
 import os
+import random
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +19,7 @@ from pipeline.core import serving_env
 from pipeline.core.errors import INTERRUPTED
 from pipeline.quantize.artifact import tensors
 from tests.conftest import REPO, SERVE_PYTHON, cli
+from tests.e2e.quantize.same_tensors import differences
 
 pytestmark = pytest.mark.slow
 LAYER = "model.layers.0.mlp.down_proj"  # 768 → 256
@@ -150,45 +154,69 @@ def test_rerun_is_cached_and_force_redoes(quantized, session_runs):
     assert redone["status"] == "done" and redone["fingerprint"] == before["fingerprint"]
 
 
-def _stopped_mid_work(run: Path, runs: Path, how: signal.Signals) -> tuple[int, str]:
-    """A GPTQ quantize stopped once its staging folder exists: Ctrl-C as a terminal sends it
-    (SIGINT to the whole process group: the stage's forked child too), or kill -9."""
+def _stopped_at_layer(
+    run: Path, runs: Path, how: signal.Signals, layer: int, samples: int
+) -> tuple[int, str]:
+    """A GPTQ quantize stopped once decoder layer `layer` is kept (its checkpoint renamed into
+    place: `pass 0 subgraph <layer>` in progress.json, subgraph 0 being the embeddings'):
+    Ctrl-C as a terminal sends it (SIGINT to the whole process group: the stage's forked child
+    too), or kill -9."""
     command = [sys.executable, "-m", "pipeline", "quantize", "--recipe", "gptq",
-               "--num-samples", "8"]  # fmt: skip
+               "--num-samples", str(samples)]  # fmt: skip
     env = {**os.environ, "RUNS_DIR": str(runs)}
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    progress = run / "artifact.checkpoints" / "progress.json"
     deadline = time.time() + 300
-    while not list(run.glob(".artifact.partial-*")) and time.time() < deadline:
+    while time.time() < deadline:
         assert proc.poll() is None, "finished before it could be stopped"
-        time.sleep(0.2)
+        with contextlib.suppress(OSError, ValueError):
+            if f"pass 0 subgraph {layer}" in json.loads(progress.read_text())["done"]:
+                break
+        time.sleep(0.05)
     os.killpg(proc.pid, how)
     _, err = proc.communicate(timeout=120)
     return proc.returncode, err
 
 
-def test_killed_run_leaves_nothing_that_looks_finished(tmp_path, tiny_model):
-    """Ctrl-C: one line, exit 130, recorded `interrupted`, every path the manifest names there.
-    kill -9: nothing can be said, the entry stays `running`. Then the same command: done."""
+def test_a_killed_run_resumes_at_its_first_unfinished_layer_with_the_same_bytes(tmp_path):
+    """Ctrl-C: one line, exit 130, recorded `interrupted`, every path the manifest names there,
+    the finished layers kept beside (never where an artifact is looked for). Another input:
+    those discarded, said in one line. kill -9 at a random layer: the entry stays `running`;
+    the same command then resumes at the first unfinished layer and writes the tensors an
+    uninterrupted run writes, bit for bit, the manifest saying from where."""
     runs = tmp_path / "runs"
     run = runs / "tiny-llama" / "gptq"
-    code, err = _stopped_mid_work(run, runs, signal.SIGINT)
+    code, err = _stopped_at_layer(run, runs, signal.SIGINT, 1, samples=6)
     entry = json.loads((run / "manifest.json").read_text())["stages"]["quantize"]
     assert code == 130 and entry["status"] == "interrupted", err[-2000:]
     assert err.strip().splitlines()[-1] == entry["error"] == INTERRUPTED
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert all((run / path).exists() for path in entry["outputs"].values())
-    assert not (run / "artifact").exists()
-    code, _ = _stopped_mid_work(run, runs, signal.SIGKILL)
+    assert not (run / "artifact").exists() and (run / "artifact.checkpoints").is_dir()
+
+    layer = random.choice([1, 2, 3])  # of tiny-llama's 4: the last is never kept
+    code, err = _stopped_at_layer(run, runs, signal.SIGKILL, layer, samples=8)
     assert code == -signal.SIGKILL and not (run / "artifact").exists()
-    assert (
-        json.loads((run / "manifest.json").read_text())["stages"]["quantize"]["status"] == "running"
-    )
+    (said,) = [line for line in err.splitlines() if line.startswith("not resuming:")]
+    assert said.startswith("not resuming: ") and "its inputs differ (" in said, said
+    entry = json.loads((run / "manifest.json").read_text())["stages"]["quantize"]
+    assert entry["status"] == "running"
 
     result = cli("quantize", "--recipe", "gptq", "--num-samples", "8", runs=runs)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "done in" in result.stdout and not list(run.glob(".artifact.partial-*"))
-    assert json.loads((run / "manifest.json").read_text())["stages"]["quantize"]["status"] == "done"
+    resumed = re.search(r"resuming at layer (\d) of 4 \((\d) done, saves ~\d+ s\)", result.stderr)
+    assert resumed and int(resumed[2]) >= layer and int(resumed[1]) == int(resumed[2]) + 1
+    entry = json.loads((run / "manifest.json").read_text())["stages"]["quantize"]
+    assert entry["status"] == "done" and entry["metrics"]["resumed"]["kept"] == int(resumed[2])
+    assert f"  resumed   at layer {resumed[1]} of 4: {resumed[2]} kept" in result.stdout
+    assert not list(run.glob("*artifact.*"))  # no staging folder, no checkpoints left
+
+    whole = cli("quantize", "--recipe", "gptq", "--num-samples", "8", runs=tmp_path / "whole")
+    assert whole.returncode == 0 and "resuming" not in whole.stderr
+    assert (
+        differences(run / "artifact", tmp_path / "whole" / "tiny-llama" / "gptq" / "artifact") == []
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,16 +1,24 @@
 """At a real model's shapes (Llama-3-8B's layers and vocabulary, one decoder layer, 1 GB
 shards; pipeline/models/realshape.py, built once per checkout): the model-free path's memory
 follows the largest shard, the planner is within 25% of the measured peak RSS on both fp8
-paths, both give the same tensors, and a host too small for the plan is refused before loading.
+paths, both give the same tensors, a host too small for the plan is refused before loading, and
+a model-free run killed after a shard resumes there into the same bytes.
 GPTQ at this shape takes ~10 minutes a layer on 2 cores: its plan is checked by
 benchmarks/quantize_memory.py, not here."""
 
+import contextlib
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli
+from tests.conftest import REPO, cli
 from tests.e2e.quantize.same_tensors import differences
 
 pytestmark = pytest.mark.slow
@@ -75,3 +83,35 @@ def test_a_host_too_small_for_the_plan_is_refused_before_loading(real_shape, tmp
     dry = cli("quantize", "--model", str(real_shape), "--recipe", "fp8", "--path", "oneshot",
               "--max-memory", "2600MiB", "--dry-run", runs=tmp_path)  # fmt: skip
     assert dry.returncode == 4 and "would refuse (exit 4)" in dry.stdout  # as run --dry-run
+
+
+def test_a_killed_model_free_run_resumes_at_its_first_unwritten_shard(
+    real_shape, fp8_runs, tmp_path
+):
+    """kill -9 once the first of the three shards is written: the same command puts it back
+    (the same file, linked) and quantizes the other two, into the uninterrupted run's bytes."""
+    command = [sys.executable, "-m", "pipeline", "quantize", "--model", str(real_shape),
+               "--recipe", "fp8", "--path", "model-free"]  # fmt: skip
+    env = {**os.environ, "RUNS_DIR": str(tmp_path)}
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    run = tmp_path / real_shape.name / "fp8"
+    progress = run / "artifact.checkpoints" / "progress.json"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(progress.read_text())["done"]:
+                break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL and not (run / "artifact").exists()
+
+    result = cli("quantize", "--model", str(real_shape), "--recipe", "fp8", "--path",
+                 "model-free", "--json", runs=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"resuming at shard 2 of 3 \(1 done, saves ~\d+ s\)", result.stderr)
+    (stage,) = json.loads(result.stdout)["stages"]
+    assert stage["metrics"]["resumed"]["at"] == "shard 2 of 3"
+    assert differences(run / "artifact", fp8_runs["model-free"][1]) == []
+    assert not (run / "artifact.checkpoints").exists()

@@ -1,0 +1,52 @@
+"""What the quantize stage says and records about resuming: before any weight loads, the line
+saying where an earlier attempt's checkpoints let it start (or why they were discarded); in
+the manifest, that the run was resumed and from where.
+
+Checkpoints are kept by the unit each path finishes: a decoder layer of llm-compressor's
+sequential pipeline (every calibrating recipe, layer_checkpoints.py) or an output shard of the
+model-free path (model_free.py). A data-free oneshot (minutes even at 70B) and `--nproc N`
+(torchrun's ranks share each layer's work) keep none.
+"""
+
+from pipeline.core import quiet
+from pipeline.core.checkpoints import Checkpoints
+from pipeline.quantize import layer_checkpoints, model_free
+
+
+def start(job, checkpoints: Checkpoints | None) -> Checkpoints | None:
+    """The checkpoints this run keeps and resumes from (None: it keeps none), after saying
+    what an earlier attempt left."""
+    if checkpoints is None:
+        return None
+    say = lambda line: print(line, file=quiet.terminal(), flush=True)  # noqa: E731
+    if checkpoints.discarded:
+        say(checkpoints.discarded)
+    if job.path == "model-free":
+        unit, (done, total, seconds), where = "shard", model_free.kept(checkpoints), ""
+        units = done
+    elif job.calibration.num_samples and job.nproc == 1:
+        if why := layer_checkpoints.unsupported(job.recipe):
+            say(f"layers not kept for resuming: {why}")
+            checkpoints.remove()
+            return None
+        kept = layer_checkpoints.kept(checkpoints, job.recipe)
+        unit, (done, total, seconds, where) = "layer", kept
+        units = len(layer_checkpoints.replayable(checkpoints))  # subgraphs, every pass's
+    else:
+        checkpoints.remove()  # nothing of this run is kept: no earlier attempt's either
+        return None
+    checkpoints.resumed = None
+    if done or where:
+        saves = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+        at = f"{unit} {done + 1} of {total}{where}"
+        if where == layer_checkpoints.SAVE_LEFT:
+            at = f"the save (all {total} layers kept)"
+        say(f"resuming at {at} ({done} done, saves ~{saves})")
+        checkpoints.resumed = {"at": at, "kept": done, "units": units,
+                               "kept_seconds": round(seconds, 1)}  # fmt: skip
+    return checkpoints
+
+
+def record(checkpoints: Checkpoints | None) -> dict | None:
+    """The manifest's `resumed`: where the run started, and what the kept units had taken."""
+    return getattr(checkpoints, "resumed", None)

@@ -1,0 +1,55 @@
+"""A stage's checkpoints: kept whole or not at all, reused under the same fingerprint,
+discarded with one line saying why under another or --force."""
+
+from pathlib import Path
+
+from pipeline.core.checkpoints import Checkpoints
+
+INPUTS = {"model": {"sha": "a"}, "libraries": {"torch": "2.13.0", "llmcompressor": "0.14.0"}}
+
+
+def _keep(kept: Checkpoints, name: str, text: str) -> None:
+    kept.keep(name, f"units/{name}.bin", lambda tmp: Path(tmp).write_text(text), 2.5)
+
+
+def test_units_kept_are_found_again_under_the_same_fingerprint(tmp_path):
+    final = tmp_path / "artifact"
+    kept = Checkpoints.beside(final, "f1", INPUTS, force=False)
+    kept.begin("shard", 3)
+    _keep(kept, "a", "first")
+    again = Checkpoints.beside(final, "f1", INPUTS, force=False)
+    assert again.discarded is None and again.total == 3 and again.kind == "shard"
+    assert list(again.done()) == ["a"] and again.done()["a"]["seconds"] == 2.5
+    assert again.path("a").read_text() == "first"
+    assert not final.exists() and (tmp_path / "artifact.checkpoints").is_dir()
+    assert [p.name for p in again.path("a").parent.iterdir()] == ["a.bin"]  # no temporary left
+
+
+def test_another_fingerprint_or_force_discards_them_and_says_why(tmp_path):
+    final = tmp_path / "artifact"
+    kept = Checkpoints.beside(final, "f1", INPUTS, force=False)
+    kept.begin("subgraph", 5)
+    _keep(kept, "subgraph 0", "x")
+    _keep(kept, "subgraph 1", "y")
+    newer = INPUTS | {"libraries": {"torch": "2.13.0", "llmcompressor": "0.15.0"}}
+    changed = Checkpoints.beside(final, "f2", newer, force=False)
+    assert changed.discarded == (
+        "not resuming: 2 subgraph(s) of an earlier attempt discarded: its inputs differ "
+        "(llmcompressor 0.14.0 → 0.15.0)"
+    )
+    assert changed.done() == {} and not (tmp_path / "artifact.checkpoints").exists()
+    changed.begin("subgraph", 5)
+    _keep(changed, "subgraph 0", "x")
+    forced = Checkpoints.beside(final, "f2", newer, force=True)
+    assert forced.discarded.endswith("discarded: --force") and forced.done() == {}
+
+
+def test_another_count_of_units_starts_over_and_remove_leaves_nothing(tmp_path):
+    kept = Checkpoints.beside(tmp_path / "artifact", "f1", INPUTS, force=False)
+    kept.begin("shard", 3)
+    _keep(kept, "a", "first")
+    kept.begin("shard", 4)  # another split of the same inputs: nothing kept applies
+    assert kept.done() == {} and kept.total == 4
+    _keep(kept, "b", "second")
+    kept.remove()
+    assert list(tmp_path.iterdir()) == []
