@@ -27,7 +27,9 @@ import time
 from pathlib import Path
 
 from pipeline.core.paths import REPO
-from tests.e2e.quantize.same_tensors import differences
+
+sys.path.insert(0, str(REPO))  # the tests' byte-by-byte comparison of two artifacts
+from tests.e2e.quantize.same_tensors import differences  # noqa: E402
 
 RESUMED = re.compile(r"resuming at (layer|shard) \d+ of \d+[^(]*\(\d+ done[^)]*\)")
 
