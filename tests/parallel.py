@@ -19,9 +19,9 @@ keeps that honest:
 - Made once per run: a recipe's tiny-llama artifact is quantized, and its hf eval run, by the
   first worker that needs it; the other copies that run directory, or adopts the eval, into its
   own session (made_once, tests/e2e/conftest.py), so no two workers make the same thing, and
-  each can still change its copy (`--force`, evals, serves). tiny-llama's eval references
-  (the original's scores, noise floors, answers and task scores) sit in one folder both
-  workers' run roots link to: the eval's own lock makes the second wait for the first's.
+  each can still change its copy (`--force`, evals, serves). tiny-llama's eval references are
+  not shared (one folder behind the eval's own lock, tried 2026-12-05, gained nothing measurable:
+  both workers want the original early, so one waits idle while the other scores it).
 - Imports once per worker: `cli()` forks each `python -m pipeline …` from the worker's zygote
   (tests/zygote.py), which has imported torch, transformers and llm-compressor: ~100 calls
   per run would each spend 5-14 s of CPU importing them again.
@@ -205,17 +205,6 @@ def pytest_xdist_make_scheduler(config, log):
 def _run_folder(run: str) -> Path:
     folder = Path(tempfile.gettempdir()) / f"pipeline-tests-{run}"
     folder.mkdir(exist_ok=True)
-    return folder
-
-
-def shared_folder(config, name: str) -> Path | None:
-    """A folder every worker of this run sees (None outside xdist): for what the pipeline
-    itself guards with its own locks, as the eval's reference folder."""
-    run = _worker_run(config)
-    if run is None:
-        return None
-    folder = _run_folder(run) / "shared" / name
-    folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli
-from tests.parallel import made_once, shared_folder
+from tests.parallel import made_once
 
 
 @pytest.fixture(scope="session")
@@ -21,15 +21,8 @@ def tiny_model() -> Path:
 
 
 @pytest.fixture(scope="session")
-def session_runs(tmp_path_factory, request) -> Path:
-    """The session's run root; on two workers its tiny-llama references are the run's
-    (tests/parallel.py: the original is scored once per test run, not once per worker)."""
-    runs = tmp_path_factory.mktemp("runs")
-    shared = shared_folder(request.config, "tiny-llama-reference")
-    if shared is not None:
-        (runs / "tiny-llama" / "original").mkdir(parents=True)
-        (runs / "tiny-llama" / "original" / "reference").symlink_to(shared)
-    return runs
+def session_runs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("runs")
 
 
 @pytest.fixture(scope="session")
