@@ -106,8 +106,13 @@ run: $(SERVE_DEPS)
 # make compare MODEL=tiny-llama RECIPES=fp8,w4a16-rtn,gptq [ARGS="--serve | --dry-run"]: each
 # recipe quantized and evaluated (cached), then one table and one plot of drift vs size (and vs
 # throughput where served); runs/<model>/compare-<recipes>/compare.{json,png}
+# make compare RECIPES=gptq CALIB=python-docs,python-docs-chat [SAMPLES=64,256] [SEEDS=42,43]
+# [EVAL_DATA=mine.jsonl]: one recipe calibrated on each set, scored on the same held-out text,
+# a verdict per pair of sets; runs/<model>/compare-calib-<recipe>-<sets>/compare.{json,png}
 compare: $(SERVE_DEPS)
-	$(RUN) compare --model $(MODEL) $(if $(RECIPES),--recipes $(RECIPES)) $(ARGS)
+	$(RUN) compare --model $(MODEL) $(if $(RECIPES),--recipes $(RECIPES)) \
+		$(if $(CALIB),--calib $(CALIB)) $(if $(SAMPLES),--samples $(SAMPLES)) \
+		$(if $(SEEDS),--seeds $(SEEDS)) $(if $(EVAL_DATA),--eval-data $(EVAL_DATA)) $(ARGS)
 
 # make search MODEL=tiny-llama TARGET_BITS=6: per-group formats within the budget, written to
 # recipes/generated/<model>/search-<bits>.yaml, evaluated beside the uniform recipes that fit

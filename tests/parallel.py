@@ -19,9 +19,10 @@ keeps that honest:
 - Made once per run: a recipe's tiny-llama artifact is quantized, and its hf eval run, by the
   first worker that needs it; the other copies that run directory, or adopts the eval, into its
   own session (made_once, tests/e2e/conftest.py), so no two workers make the same thing, and
-  each can still change its copy (`--force`, evals, serves). tiny-llama's eval references are
-  not shared (one folder behind the eval's own lock, tried 2026-12-05, gained nothing measurable:
-  both workers want the original early, so one waits idle while the other scores it).
+  each can still change its copy (`--force`, evals, serves). tiny-llama's eval references
+  (the original's scores, noise floors, answers and task scores) sit in one folder both
+  workers' run roots link to; the eval locks each reference on its own, so a worker waits only
+  for one it needs, and the group that needs the shipped settings' late runs them late (GROUPS).
 - Imports once per worker: `cli()` forks each `python -m pipeline …` from the worker's zygote
   (tests/zygote.py), which has imported torch, transformers and llm-compressor: ~100 calls
   per run would each spend 5-14 s of CPU importing them again.
@@ -37,15 +38,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-GROUPS = {
-    "fp8-served": [  # served_fp8 and evaluated("fp8")
+GROUPS = {  # a group's files run in this order
+    "fp8-served": [  # served_fp8 and evaluated("fp8"): the shipped eval settings' references
+        "tests/e2e/serve/test_serve_stage.py",  # late, when "evals" has long scored them
         "tests/e2e/external/test_import.py",
-        "tests/e2e/nightly/test_nightly.py",
-        "tests/e2e/publish/test_publish.py",
-        "tests/e2e/serve/test_serve_stage.py",
         "tests/e2e/test_advise.py",
+        "tests/e2e/publish/test_publish.py",
+        "tests/e2e/nightly/test_nightly.py",
     ],
-    "evals": ["tests/e2e/eval/test_eval_stage.py", "tests/e2e/test_formats.py"],
+    "evals": [  # the shipped eval settings' references first
+        "tests/e2e/eval/test_eval_stage.py",
+        "tests/e2e/test_formats.py",
+        "tests/e2e/test_calibration_compare.py",
+    ],
     "real-shape": ["tests/e2e/quantize/test_real_shape.py", "tests/e2e/test_real_shape_chain.py"],
 }
 GROUP_OF = {path: group for group, paths in GROUPS.items() for path in paths}
@@ -159,8 +164,10 @@ def _unit_of(nodeid: str) -> str:
     return GROUP_OF.get(path, path)
 
 
-def _rank(nodeid: str) -> tuple[bool, int]:
-    return nodeid.startswith("tests/unit/"), -COST.get(_unit_of(nodeid), 0)
+def _rank(nodeid: str) -> tuple[bool, int, int]:
+    path = nodeid.split("::", 1)[0]
+    within = GROUPS[GROUP_OF[path]].index(path) if path in GROUP_OF else 0
+    return nodeid.startswith("tests/unit/"), -COST.get(_unit_of(nodeid), 0), within
 
 
 def pytest_collection_modifyitems(config, items):
@@ -205,6 +212,17 @@ def pytest_xdist_make_scheduler(config, log):
 def _run_folder(run: str) -> Path:
     folder = Path(tempfile.gettempdir()) / f"pipeline-tests-{run}"
     folder.mkdir(exist_ok=True)
+    return folder
+
+
+def shared_folder(config, name: str) -> Path | None:
+    """A folder every worker of this run sees (None outside xdist): for what the pipeline
+    itself guards with its own locks, as the eval's reference folder."""
+    run = _worker_run(config)
+    if run is None:
+        return None
+    folder = _run_folder(run) / "shared" / name
+    folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 

@@ -355,6 +355,11 @@ def resolve_path(name_or_path: str) -> Path:
 def load(name_or_path: str) -> RecipeFile:
     path = resolve_path(name_or_path)
     data, text = load_yaml(path, "recipe file")
+    return parsed(path, data, text)
+
+
+def parsed(path: Path, data: object, text: str) -> RecipeFile:
+    """A recipe from its text, checked as a file's is; named by its path's stem."""
     shown = display(path)
     if not isinstance(data, dict):
         raise UserError(f"{shown}: a recipe must be a mapping with 'description', 'quantization'")

@@ -87,8 +87,13 @@ def corpus_dir() -> Path:
 
 
 def read_split(split: str) -> list[str]:
+    return [doc["text"] for doc in read_documents(split)]
+
+
+def read_documents(split: str) -> list[dict]:
+    """{id, text} of each document of a split, in order."""
     path = corpus_dir() / f"{split}.jsonl"
-    return [json.loads(line)["text"] for line in path.read_text().splitlines()]
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def fingerprint() -> dict:

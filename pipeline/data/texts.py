@@ -1,8 +1,11 @@
 """Calibration text, through `datasets`: the offline Python-docs corpus, local files, or the hub.
 
 python-docs            the offline default; `split` is train | calibration | heldout
+python-docs-chat       the same documents as conversations, in a `messages` column
+                       (chat_template: true; pipeline/data/chat_docs.py)
 path/to/file.txt       one sample per paragraph (blank-line separated)
-path/to/file.jsonl     one sample per line, text in `text_column`
+path/to/file.jsonl     one sample per line, text in `text_column` (or a conversation in
+                       `messages`, with chat_template: true)
 path/to/file.parquet   one sample per row, text in `text_column`
 org/name               a hub data set (`config_name`, `split`, `text_column`);
                        with `chat_template: true` a `messages` column is rendered with the
@@ -15,7 +18,7 @@ from pathlib import Path
 from pipeline.config.recipe import Calibration
 from pipeline.core.errors import UserError, first_line
 from pipeline.core.files import sha256_json
-from pipeline.data import corpus
+from pipeline.data import chat_docs, corpus
 
 DEFAULT = "python-docs"
 _CHUNKS = 1000  # python-docs sample size (corpus.chunks): part of its texts' identity
@@ -82,13 +85,19 @@ def _render(value, chat: bool, tokenizer) -> str:
     return tokenizer.apply_chat_template(value, tokenize=False)
 
 
-def load_all(dataset: str, config_name: str | None, split: str, column: str) -> list[str]:
-    """Every non-empty text of a split, in order (evaluation reads a fixed token budget)."""
+def load_all(
+    dataset: str, config_name: str | None, split: str, column: str, tokenizer=None
+) -> list[str]:
+    """Every non-empty text of a split, in order (evaluation reads a fixed token budget); a
+    `messages` column rendered with the tokenizer's chat template."""
     rows, source = _load_rows(dataset, config_name, split, "eval data")
     if column not in rows.column_names:
         have = ", ".join(rows.column_names)
         raise UserError(f"data {source}: no column '{column}' (columns: {have})")
-    texts = [t.strip() for t in rows[column] if isinstance(t, str) and t.strip()]
+    values = rows[column]
+    if column == "messages":
+        values = [_render(v, True, tokenizer) for v in values]
+    texts = [t.strip() for t in values if isinstance(t, str) and t.strip()]
     if not texts:
         raise UserError(f"data {source}: no non-empty text in column '{column}'")
     return texts
@@ -98,14 +107,20 @@ def source_sha(dataset: str, config_name: str | None, split: str, column: str) -
     """A hash that changes when `load_all`'s texts would, without `datasets` where it can: the
     offline corpus by its split's recorded hash, a local file by its bytes. A hub data set is
     loaded and its texts hashed (only its content says whether it changed)."""
-    if dataset == DEFAULT and split in corpus.SPLITS:
-        return sha256_json([DEFAULT, split, corpus.fingerprint()[split]["sha256"], _CHUNKS])
+    if dataset in (DEFAULT, chat_docs.NAME) and split in corpus.SPLITS:
+        built = [corpus.fingerprint()[split]["sha256"], _CHUNKS]
+        if dataset == chat_docs.NAME:
+            return sha256_json([dataset, split, *built, chat_docs.VERSION])
+        return sha256_json([DEFAULT, split, *built])
     path = Path(dataset).expanduser()
     if _is_file_source(dataset, path) and path.is_file():
         import hashlib
 
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         return sha256_json(["file", path.suffix, digest, column])
+    if column == "messages":  # conversations, before the template renders them
+        rows, _ = _load_rows(dataset, config_name, split, "eval data")
+        return sha256_json(rows[column] if column in rows.column_names else None)
     return sha256_json(load_all(dataset, config_name, split, column))
 
 
@@ -121,15 +136,21 @@ def check_source(dataset: str, split: str, column: str, what: str) -> None:
         if column != "text":
             raise UserError(f"{what} python-docs:{split}: no column '{column}' (columns: text)")
         return
+    if dataset == chat_docs.NAME:
+        if split not in corpus.SPLITS:
+            raise UserError(
+                f"{what}: split '{split}' of {dataset}; valid: {', '.join(corpus.SPLITS)}"
+            )
+        if column != "messages":
+            raise UserError(f"{what} {dataset}: conversations (column messages): set "
+                            "chat_template: true")  # fmt: skip
+        return
     path = Path(dataset).expanduser()
     if not _is_file_source(dataset, path):
         return
     loader = _check_file(path, what)
     if loader == "json":
-        first = _first_json_object(path, what)
-        if column not in first:
-            have = ", ".join(first) or "none"
-            raise UserError(f"{what} {path}: no column '{column}' (columns: {have}, in line 1)")
+        _check_json_rows(path, column, what)
     elif loader == "parquet":
         import pyarrow.parquet as pq
 
@@ -156,28 +177,48 @@ def _check_file(path: Path, what: str) -> str:
     return loader
 
 
-def _first_json_object(path: Path, what: str) -> dict:
-    """Every line parses as a JSON object (else the first that does not is named); the first."""
+def _check_json_rows(path: Path, column: str | None, what: str) -> None:
+    """Every line a JSON object whose `column` holds what a sample needs (a string, or for
+    `messages` a list of {role, content}); else the first bad line named, file:line."""
     import json
 
-    first = None
+    rows = 0
     with path.open(encoding="utf-8", errors="strict") as f:
         try:
             for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
+                where = f"{what} {path}:{number}"
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise UserError(f"{what} {path}: line {number} is not JSON ({e.msg})") from None
+                    raise UserError(f"{where}: not JSON ({e.msg})") from None
                 if not isinstance(row, dict):
-                    raise UserError(f"{what} {path}: line {number} is not a JSON object")
-                first = row if first is None else first
+                    raise UserError(f"{where}: not a JSON object")
+                rows += 1
+                if column is None:
+                    continue
+                if column not in row:
+                    have = ", ".join(row) or "none"
+                    raise UserError(f"{where}: no column '{column}' (columns: {have})")
+                if why := _bad_value(row[column], column):
+                    raise UserError(f"{where}: {why}")
         except UnicodeDecodeError:
             raise UserError(f"{what} {path}: not UTF-8 text") from None
-    if first is None:
+    if not rows:
         raise UserError(f"{what} file {path} holds no rows")
-    return first
+
+
+def _bad_value(value, column: str) -> str | None:
+    if column != "messages":
+        return None if isinstance(value, str) else f"'{column}' is not a string"
+    turns = value if isinstance(value, list) else None
+    if not turns or not all(
+        isinstance(t, dict) and isinstance(t.get("role"), str) and isinstance(t.get("content"), str)
+        for t in turns
+    ):
+        return '\'messages\' must be a non-empty list of {"role": …, "content": …}'
+    return None
 
 
 def _load_rows(dataset: str, config_name: str | None, split: str, what: str):
@@ -189,6 +230,11 @@ def _load_rows(dataset: str, config_name: str | None, split: str, what: str):
             raise UserError(f"split '{split}' of python-docs; valid: {', '.join(corpus.SPLITS)}")
         texts = corpus.chunks(corpus.read_split(split), _CHUNKS)
         return datasets.Dataset.from_dict({"text": texts}), f"python-docs:{split}"
+    if dataset == chat_docs.NAME:
+        if split not in corpus.SPLITS:
+            raise UserError(f"split '{split}' of {dataset}; valid: {', '.join(corpus.SPLITS)}")
+        rows = chat_docs.conversations(split, _CHUNKS)
+        return datasets.Dataset.from_dict({"messages": rows}), f"{dataset}:{split}"
     path = Path(dataset).expanduser()
     if _is_file_source(dataset, path):
         return _load_file(path, what), str(path)
@@ -204,7 +250,7 @@ def _load_file(path: Path, what: str):
 
     loader = _check_file(path, what)
     if loader == "json":
-        _first_json_object(path, what)  # datasets' own error does not say which line
+        _check_json_rows(path, None, what)  # datasets' own error does not say which line
     extra = {"sample_by": "paragraph"} if loader == "text" else {}
     try:
         return datasets.load_dataset(loader, data_files=str(path), split="train", **extra)

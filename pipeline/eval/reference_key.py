@@ -26,9 +26,12 @@ def key(model_identity: dict, windows: dict, settings: EvalSettings, engine: dic
     return sha256_json(parts)[:16]
 
 
-def lock(folder: Path):
+def lock(folder: Path, what: object):
+    """The lock of one reference (or one set of task scores) in the folder: two evals that need
+    the same one wait for each other; two that need different ones (other settings, tasks) do
+    not."""
     folder.mkdir(parents=True, exist_ok=True)
-    return waiting_lock(folder / ".lock")
+    return waiting_lock(folder / f".lock-{sha256_json(what)[:16]}")
 
 
 def remember(source: list, prints: dict[str, dict]) -> None:

@@ -124,16 +124,21 @@ class EvalStage(AfterQuantize):
             )
         return cls(quantize=q, settings=settings, backend=chosen, backend_reason=reason)
 
-    def split_texts(self, split: str) -> list[str]:
+    def split_texts(self, split: str, tokenizer) -> list[str]:
+        """A split's texts; a chat calibration set's conversations rendered with the model's
+        chat template, as the quantize calibrated on them."""
         s = self.settings
         if split == "heldout":
             return texts.load_all(s.dataset, s.config_name, s.split, s.text_column)
         cal = self.quantize.calibration
+        if cal.chat_template:
+            return texts.load_all(cal.dataset, cal.config_name, cal.split, "messages", tokenizer)
         return texts.load_all(cal.dataset, cal.config_name, cal.split, cal.text_column)
 
     def _source_sha(self, split: str) -> str:
         s = self.settings if split == "heldout" else self.quantize.calibration
-        return texts.source_sha(s.dataset, s.config_name, s.split, s.text_column)
+        column = "messages" if split != "heldout" and s.chat_template else s.text_column
+        return texts.source_sha(s.dataset, s.config_name, s.split, column)
 
     def _tokenize(self) -> None:
         """Token windows of both splits (transformers and torch: seconds of imports, so only
@@ -146,7 +151,8 @@ class EvalStage(AfterQuantize):
         s = self.settings
         prints = {}
         for split in SPLITS:
-            w = windows.windows(tokenizer, self.split_texts(split), s.context_length, s.max_tokens)
+            w = windows.windows(tokenizer, self.split_texts(split, tokenizer), s.context_length,
+                                s.max_tokens)  # fmt: skip
             if len(w) == 0:
                 raise UserError(
                     f"eval split {split}: not enough text for one {s.context_length}-token window"
@@ -337,7 +343,7 @@ class EvalStage(AfterQuantize):
 
         names = {split: f"{split}-{key}" for split, key in self._keys.items()}
         folder, heldout_key = self.reference_dir, self._keys["heldout"]
-        with reference_key.lock(folder):
+        with reference_key.lock(folder, names):
             refs = {split: reference.load(folder, names[split]) for split in names}
             missing = [split for split in names if refs[split] is None]
             drift_floor = floor.load(folder, heldout_key)
@@ -426,7 +432,7 @@ class EvalStage(AfterQuantize):
 
     def _tasks(self, quantized: dict) -> list[dict]:
         s, q = self.settings, self.quantize
-        with reference_key.lock(self.reference_dir):
+        with reference_key.lock(self.reference_dir, ["tasks", s.model_dump()["tasks"]]):
             args = (self.reference_dir, q.model_identity, q.model_path, self.backend, s.tasks)
             original, cached = tasks.original_scores(*args, self.log)
             task_floor, floor_cached = tasks.original_scores(*args, self.log, tasks.FLOOR_BATCH)

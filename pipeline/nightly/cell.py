@@ -63,7 +63,14 @@ def execute(
         result |= {"status": "failed", "error": f"timed out after {timeout_s:g} s: stopped"}
     result["metrics"] = [asdict(m) for m in collect(outcome)]
     result["where"] = place
+    result["calibration"] = calibration(outcome)
     return result
+
+
+def calibration(outcome: Outcome | None) -> dict | None:
+    """What the cell's artifact was calibrated on, as its quantize stage recorded it."""
+    q = next((s for s in (outcome.stages if outcome else []) if s.stage == "quantize"), None)
+    return (q.metrics or {}).get("calibration") if q and q.status in ("done", "cached") else None
 
 
 def execute_on_node(

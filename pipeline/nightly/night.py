@@ -251,11 +251,22 @@ def render(rows: list[dict]) -> str:
         if r.get("node") and "/" in r["node"]:  # a Ray node: host/node id, and its GPUs
             gpus = f", GPUs {','.join(r['gpus'])}" if r.get("gpus") else ""
             lines.append(f"    ran on {r['node']}{gpus}")
+        if cal := r.get("calibration"):
+            lines.append(f"    calibrated on {calibrated_on(cal)}")
         if r["error"]:
             lines.append(f"    error: {secrets.text(r['error'])}")  # may quote a URL
         for f in [*r["regressions"], *r["baseline_regressions"]]:
             lines.append(f"    REGRESSION {f.describe()}")
     return "\n".join(lines)
+
+
+def calibrated_on(cal: dict) -> str:
+    """`python-docs:calibration, 64 × ≤256 tokens, seed 42, ids 3f2a…`: the set and the hash of
+    its exact token ids (two cells calibrated alike share it)."""
+    source = cal["dataset"] + (f":{cal['split']}" if cal.get("split") else "")
+    chat = ", chat template" if cal.get("chat_template") else ""
+    return (f"{source}{chat}, {cal['samples']} × ≤{cal['max_seq_length']} tokens, seed "
+            f"{cal['seed']}, token ids sha256 {cal['token_ids_sha256'][:12]}")  # fmt: skip
 
 
 def _last_ratio(metrics: dict) -> float | None:

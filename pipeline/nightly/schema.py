@@ -13,7 +13,7 @@ from sqlalchemy import Connection, Engine, inspect, text
 from pipeline.core.files import waiting_lock
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0003"
+HEAD = "0004"
 FIRST = "0001"  # what create_all wrote before there were migrations
 # every revision this checkout has: the versions' file names start with theirs
 REVISIONS = frozenset(p.name.partition("_")[0] for p in (MIGRATIONS / "versions").glob("0*.py"))

@@ -151,15 +151,7 @@ def _quote(text: str) -> str:
 
 def _how(c: CardInputs) -> str:
     m = c.quantize.metrics
-    data = c.quantize.inputs.get("data")
-    if data:
-        cal = (
-            f"{m['calibration_samples']} samples × up to {data.get('max_seq_length')} tokens of "
-            f"`{data.get('dataset', data.get('source', '?'))}`"
-            + (f" (split `{data['split']}`)" if data.get("split") else "")
-        )
-    else:
-        cal = "none (the scheme needs no calibration data)"
+    cal = _calibration(m.get("calibration"), m, c.quantize.inputs.get("data"))
     if ext := _external(c):
         cal = f"unknown to the pipeline (quantized elsewhere, by {ext['producer']})"
     kv = c.recipe.get("kv_cache_scheme")
@@ -189,6 +181,28 @@ def _how(c: CardInputs) -> str:
         + f"\n\nThe recipe, verbatim (`quant_pipeline/recipe.yaml`; llm-compressor's own part is "
         f"also in `recipe.yaml`):\n\n```yaml\n{recipe}\n```"
     )
+
+
+def _calibration(record: dict | None, m: dict, data: dict | None) -> str:
+    """What it was calibrated on: the manifest's record (quantize/calibration_record.py), or for
+    an artifact made before it was kept, the inputs' description."""
+    if record:
+        source = f"`{record['dataset']}`" + (
+            f" (split `{record['split']}`)" if record.get("split") else ""
+        )
+        chat = ", rendered with the chat template" if record.get("chat_template") else ""
+        return (
+            f"{record['samples']} samples of {source}{chat}, up to {record['max_seq_length']} "
+            f"tokens each ({record['tokens']:,} tokens), seed {record['seed']}; sha256 of the "
+            f"token ids `{record['token_ids_sha256']}`"
+        )
+    if data:
+        return (
+            f"{m['calibration_samples']} samples × up to {data.get('max_seq_length')} tokens of "
+            f"`{data.get('dataset', data.get('source', '?'))}`"
+            + (f" (split `{data['split']}`)" if data.get("split") else "")
+        )
+    return "none (the scheme needs no calibration data)"
 
 
 def _kv_text(kv: dict) -> str:

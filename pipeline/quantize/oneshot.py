@@ -138,19 +138,20 @@ def _rank() -> int | None:
 def _tokenized(texts: list[str], cal, tokenizer):
     from datasets import Dataset
 
+    ids = calibration_ids(texts, cal, tokenizer)
+    return Dataset.from_dict({"input_ids": ids, "attention_mask": [[1] * len(x) for x in ids]})
+
+
+def calibration_ids(texts: list[str], cal, tokenizer) -> list[list[int]]:
+    """The token ids oneshot calibrates on: packed into equal samples, or each text truncated
+    to max_seq_length (no padding: every attention mask is all ones)."""
+    special = not cal.chat_template  # a chat template already starts with BOS
     if cal.pack:
-        enc = tokenizer(texts, add_special_tokens=not cal.chat_template)
-        ids = packed(enc["input_ids"], cal.max_seq_length, cal.num_samples)
-        return Dataset.from_dict({"input_ids": ids, "attention_mask": [[1] * len(x) for x in ids]})
-    enc = tokenizer(
-        texts,
-        max_length=cal.max_seq_length,
-        truncation=True,
-        add_special_tokens=not cal.chat_template,  # a chat template already starts with BOS
-    )
-    return Dataset.from_dict(
-        {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
-    )
+        enc = tokenizer(texts, add_special_tokens=special)
+        return packed(enc["input_ids"], cal.max_seq_length, cal.num_samples)
+    enc = tokenizer(texts, max_length=cal.max_seq_length, truncation=True,
+                    add_special_tokens=special)  # fmt: skip
+    return enc["input_ids"]
 
 
 def run_distributed(job: Job, out: Path, nproc: int, log: Path) -> None:

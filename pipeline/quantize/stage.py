@@ -29,6 +29,7 @@ from pipeline.planning import deployment, geometry
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize import (
+    calibration_record,
     model_free,
     moe_view,
     oneshot,
@@ -293,6 +294,10 @@ class QuantizeStage:
             return _online(self, out)
         kept = resume.start(self, checkpoints)  # says what an earlier attempt left, or why not
         self.load_texts()
+        if self.texts and (
+            short := calibration_record.shortfall(self.texts.description, self.calibration.dataset)
+        ):
+            print(short, file=quiet.terminal(), flush=True)
         return _quantize(self, out, kept)
 
     def entry(self) -> StageEntry:
@@ -383,6 +388,7 @@ def _quantize(job: QuantizeStage, out: Path, kept: Checkpoints | None) -> dict:
     metrics["params_per_second"] = round(metrics["total_params"] / seconds)
     metrics["bytes_per_second"] = round(metrics["bf16_bytes"] / seconds)
     metrics["calibration_samples"] = job.texts.description["samples"] if job.texts else 0
+    metrics["calibration"] = calibration_record.record(job)
     metrics["routing"] = routed
     metrics["processes"] = job.nproc
     metrics["resumed"] = resume.record(kept)

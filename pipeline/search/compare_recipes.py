@@ -111,7 +111,7 @@ def compare(
     rows = []
     for i, q in enumerate(stages, 1):
         print(f"compare {q.ref.name}: {q.recipe.name} ({i}/{len(stages)})", flush=True)
-        rows.append(_one(q, backend, serve))
+        rows.append(one(q, backend, serve))
     folder = out or default_folder(stages)
     folder.mkdir(parents=True, exist_ok=True)
     model = stages[0].ref.name
@@ -151,7 +151,7 @@ def default_folder(stages: list[QuantizeStage]) -> Path:
     return first.runs.folder(first.model_name, f"compare-{names}")
 
 
-def _one(q: QuantizeStage, backend: str | None, serve: bool) -> Row:
+def one(q: QuantizeStage, backend: str | None, serve: bool) -> Row:
     chain = ("eval", "serve") if serve else ("eval",)
     try:
         options = Options(backend=backend, skip_unsupported=True)
@@ -278,10 +278,11 @@ def render(rows: list[Row], model: str) -> str:
         gates = GATES[r.status]
         lines.append(
             f"{r.recipe:<14} {_f(r.size_bytes and r.size_bytes / MIB, '.2f'):>9} "
-            f"{_f(r.ratio_to_bf16, '.3f'):>6} {_pm(r.kl_mean, r.kl_mean_se, '.2e', '.1e'):>19} "
-            f"{_pm(r.ppl_ratio, r.ppl_ratio_se, '.4f', '.4f'):>16} "
-            f"{_pm(r.same_top_pct, r.same_top_pct_se, '.2f', '.2f'):>16} "
-            f"{_pm(r.recovery, r.recovery_se, '.3f', '.3f'):>15} {_served(r):>24}  {gates}"
+            f"{_f(r.ratio_to_bf16, '.3f'):>6} "
+            f"{plus_minus(r.kl_mean, r.kl_mean_se, '.2e', '.1e'):>19} "
+            f"{plus_minus(r.ppl_ratio, r.ppl_ratio_se, '.4f', '.4f'):>16} "
+            f"{plus_minus(r.same_top_pct, r.same_top_pct_se, '.2f', '.2f'):>16} "
+            f"{plus_minus(r.recovery, r.recovery_se, '.3f', '.3f'):>15} {_served(r):>24}  {gates}"
         )
     notes = [f"  {r.recipe}: {r.served_note}" for r in rows if r.served_note]
     if tasks:
@@ -296,7 +297,7 @@ def _f(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _pm(value, se, spec: str, se_spec: str) -> str:
+def plus_minus(value, se, spec: str, se_spec: str) -> str:
     if value is None:
         return "-"
     return format(value, spec) + ("" if se is None else f" ± {format(se, se_spec)}")

@@ -24,6 +24,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--recipes",
         help="comma-separated recipe names or .yaml paths (default fp8,w4a16-rtn,gptq)",
     )
+    p.add_argument(
+        "--calib",
+        help="compare calibration sets for one recipe: comma-separated python-docs, "
+        "python-docs-chat, files (.txt, .jsonl with text or messages, .parquet) or hub ids "
+        "(org/name[:split]); a table with a verdict for each pair",
+    )
+    p.add_argument("--samples", help="with --calib: calibration sample counts, e.g. 64,256")
+    p.add_argument("--seeds", help="with --calib: sampling seeds, e.g. 42,43 (two draws)")
+    p.add_argument(
+        "--eval-data",
+        help="with --calib: held-out text every cell is scored on (python-docs, a file, or "
+        "org/name[:split]); default the recipe's",
+    )
     common_flags.revision(p)
     p.add_argument("--backend", choices=["hf", "vllm"], help="eval backend of every recipe")
     p.add_argument(
@@ -40,9 +53,36 @@ def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     from pipeline.search import compare_recipes
 
     names = compare_recipes.parse_recipes(args.recipes)
+    if args.calib or args.samples or args.seeds or args.eval_data:
+        return _calibration_sets(args, names, runs)
     asks = [QuantizeRequest.named(args.model, name, args.revision) for name in names]
     stages = compare_recipes.prepare(asks, runs)
     if args.dry_run:
         compare_recipes.plan(stages, args.backend, args.serve, args.json)
         return Outcome.of(NAME, "ok", model=stages[0].ref.name)
     return compare_recipes.compare(stages, args.backend, args.serve)
+
+
+def _calibration_sets(args: argparse.Namespace, names: list[str], runs: Runs) -> Outcome:
+    from pipeline.core.errors import UserError
+    from pipeline.search import calibration_sets, compare_calibration, compare_recipes
+
+    if len(names) != 1:
+        raise UserError(f"--calib compares calibration sets for one recipe; got {len(names)} "
+                        f"({', '.join(names)}): name one with --recipes")  # fmt: skip
+    if args.serve:
+        raise UserError("--calib: --serve measures nothing calibration changes (the format "
+                        "decides throughput); leave it out")  # fmt: skip
+    ask = QuantizeRequest.named(args.model, names[0], args.revision)
+    sets = calibration_sets.parse(ask.recipe, args.calib, args.samples, args.seeds)
+    if args.eval_data:
+        from pipeline.data.texts import check_source
+
+        dataset, _, split = args.eval_data.partition(":")
+        spec = ask.recipe.spec.eval
+        check_source(dataset, split or spec.split, spec.text_column, "--eval-data")
+    folder, stages = compare_calibration.prepare(ask, sets, args.eval_data, runs)
+    if args.dry_run:
+        compare_recipes.plan(stages, args.backend, False, args.json)
+        return Outcome.of(NAME, "ok", model=stages[0].ref.name)
+    return compare_calibration.compare(folder, stages, args.backend)

@@ -62,6 +62,7 @@ def insert_cell(c: Connection, key: dict, result: dict) -> None:
             finished=clock.now(),
             node=where.get("node"),
             gpus=where.get("gpus"),
+            calibration=result.get("calibration"),
         )
     )
     rows = [{**key, **m} for m in result.get("metrics", [])]

@@ -7,7 +7,7 @@ Alembic (schema.py, pipeline/nightly/migrations/versions), and a test checks the
     current_runs  the one unfinished run of each matrix
     claims        the cells a driver is running now, each with its own lease (expires)
     cells         one row per (run, model, cell): status, error, the recipe overrides' hash,
-                  the node and GPUs it ran on
+                  the node and GPUs it ran on, what its artifact was calibrated on
     metrics       one row per (run, model, cell, metric): value (NaN and ±inf kept), SE,
                   which way is better
     baselines     pinned runs to compare against (name → run id)
@@ -92,6 +92,7 @@ cells = Table(
     Column("finished", String(32), nullable=False),
     Column("node", String(200)),  # where it ran: host, or host/Ray node id
     Column("gpus", JSON),  # the GPUs it was given (CUDA_VISIBLE_DEVICES / Ray's ids)
+    Column("calibration", JSON),  # what its artifact was calibrated on (calibration_record.py)
 )
 metrics = Table(
     "metrics",

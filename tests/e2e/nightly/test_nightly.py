@@ -13,6 +13,7 @@ import time
 import pytest
 import yaml
 
+from pipeline.core.rundir import RunDir
 from tests.conftest import REPO, cli
 from tests.e2e.conftest import results_path
 
@@ -67,6 +68,10 @@ def test_default_matrix_runs_and_the_second_run_compares(default_twice, session_
     assert second.stdout.count(f"ok vs {runs[0]['id']}") == 2
     cells = {c["cell"]: c for c in store.cells_of(runs[1]["id"])}
     assert cells["fp8"]["status"] == "ok" and cells["fp8"]["stages"]["serve"] == "done"
+    # what each artifact was calibrated on, as its manifest says, beside the cell
+    made = RunDir("tiny-llama", "gptq", session_runs).stage("quantize").metrics["calibration"]
+    assert cells["gptq"]["calibration"] == made and cells["fp8"]["calibration"] is None
+    assert f"token ids sha256 {made['token_ids_sha256'][:12]}" in second.stdout
     metrics = store.metrics_of(runs[1]["id"], "tiny-llama", "fp8")
     assert {"kl_mean", "same_top_pct", "ppl_ratio", "checkpoint_bytes"} <= set(metrics)
     assert metrics["kl_mean"].se > 0 and "c4.output_tok_s_ratio" in metrics

@@ -87,7 +87,7 @@ CASES = {
                 GPTQ.replace("python-docs", _file(t, "d.jsonl", '{"text": "a"}\n{"text": b\n')),
             ),
         ],
-        "d.jsonl: line 2 is not JSON",
+        "d.jsonl:2: not JSON",
     ),
     "eval split checked before quantizing": (
         lambda t: [

@@ -1,0 +1,70 @@
+"""`make compare CALIB=…` on tiny-llama: GPTQ calibrated on a set built to be worse (a few
+tokens repeated) is worse beyond the noise floor; two draws of the same data (seeds) are
+indistinguishable; a cached re-run quantizes and evaluates nothing; a cell's card names its
+calibration set with the sha256 of its token ids. The eval is cut to drift alone (no tasks, no
+answers): calibration is what differs, and the drift sees it."""
+
+import json
+
+import yaml
+
+from tests.conftest import REPO, cli
+
+
+def _recipe(tmp_path):
+    """gptq as shipped, scored without lm-eval tasks or answers."""
+    data = yaml.safe_load((REPO / "recipes" / "gptq.yaml").read_text())
+    data["eval"] |= {"tasks": [], "generation": {"enabled": False}}
+    path = tmp_path / "gptq-drift.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _repeated(tmp_path):
+    """64 samples of one short phrase over and over: a Hessian of almost no directions."""
+    path = tmp_path / "repeated.txt"
+    path.write_text("\n\n".join(["return None " * 100] * 64) + "\n")
+    return path
+
+
+def test_a_worse_set_is_worse_beyond_the_floor_and_two_draws_are_indistinguishable(
+    tiny_model, session_runs, tmp_path
+):
+    mine = _recipe(tmp_path)
+    sets = f"python-docs,python-docs-chat,{_repeated(tmp_path)}"
+    first = cli("compare", "--recipes", str(mine), "--calib", sets, runs=session_runs)
+    assert first.returncode in (0, 3), first.stderr[-3000:]
+    out = first.stdout
+    assert "gptq-drift.python-docs vs gptq-drift.repeated: better" in out, out
+    folder = "compare-calib-gptq-drift-python-docs+python-docs-chat+repeated"
+    table = json.loads((session_runs / "tiny-llama" / folder / "compare.json").read_text())
+    pairs = {(p["first"], p["second"]): p for p in table["pairs"]}
+    pair = pairs["gptq-drift.python-docs", "gptq-drift.repeated"]
+    assert pair["high"] < 0 and abs(pair["diff"]) > pair["floor_kl"]
+    cells = {c["name"]: c for c in table["cells"]}
+    # conversations, rendered with the chat template (and scored so in the eval's calibration split)
+    chat = cells["gptq-drift.python-docs-chat"]["calibration"]
+    assert chat["chat_template"] and chat["column"] == "messages" and chat["samples"] == 64
+    docs = cells["gptq-drift.python-docs"]["calibration"]
+    assert docs["dataset"] == "python-docs" and docs["samples"] == 64 and docs["seed"] == 42
+    assert len(docs["token_ids_sha256"]) == 64
+    repeated = cells["gptq-drift.repeated"]["calibration"]
+    assert docs["token_ids_sha256"] != repeated["token_ids_sha256"]
+
+    draws = cli("compare", "--recipes", str(mine), "--seeds", "42,43", runs=session_runs)
+    assert draws.returncode in (0, 3), draws.stderr[-3000:]
+    said = draws.stdout
+    assert "gptq-drift.python-docs vs gptq-drift.python-docs.seed43: indistinguishable" in said
+    assert "gptq-drift.python-docs: quantize cached" in said  # the first comparison's cell
+
+    again = cli("compare", "--recipes", str(mine), "--seeds", "42,43", runs=session_runs)
+    assert again.stdout.count("quantize cached, eval cached") == 2, again.stdout
+
+    cell = session_runs / "tiny-llama" / "compare-calib-gptq-drift-python-docs+python-docs.seed43"
+    dest = tmp_path / "published"
+    args = ["publish", "--recipe", str(cell / "recipes" / "gptq-drift.python-docs.yaml"),
+            "--repo", f"file://{dest}", "--ignore-gates"]  # fmt: skip
+    published = cli(*args, runs=session_runs)
+    assert published.returncode == 0, published.stderr[-2000:]
+    card = (dest / "README.md").read_text()
+    assert f"sha256 of the token ids `{docs['token_ids_sha256']}`" in card
