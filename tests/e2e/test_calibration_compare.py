@@ -10,6 +10,8 @@ import yaml
 
 from tests.conftest import REPO, cli
 
+HF = ("--backend", "hf")
+
 
 def _recipe(tmp_path):
     """gptq as shipped, scored without lm-eval tasks or answers."""
@@ -32,7 +34,8 @@ def test_a_worse_set_is_worse_beyond_the_floor_and_two_draws_are_indistinguishab
 ):
     mine = _recipe(tmp_path)
     sets = f"python-docs,python-docs-chat,{_repeated(tmp_path)}"
-    first = cli("compare", "--recipes", str(mine), "--calib", sets, runs=session_runs)
+    # hf, as every eval test: the same float32 scoring on every host, GPUs or not
+    first = cli("compare", "--recipes", str(mine), "--calib", sets, *HF, runs=session_runs)
     assert first.returncode in (0, 3), first.stderr[-3000:]
     out = first.stdout
     assert "gptq-drift.python-docs vs gptq-drift.repeated: better" in out, out
@@ -51,13 +54,13 @@ def test_a_worse_set_is_worse_beyond_the_floor_and_two_draws_are_indistinguishab
     repeated = cells["gptq-drift.repeated"]["calibration"]
     assert docs["token_ids_sha256"] != repeated["token_ids_sha256"]
 
-    draws = cli("compare", "--recipes", str(mine), "--seeds", "42,43", runs=session_runs)
+    draws = cli("compare", "--recipes", str(mine), "--seeds", "42,43", *HF, runs=session_runs)
     assert draws.returncode in (0, 3), draws.stderr[-3000:]
     said = draws.stdout
     assert "gptq-drift.python-docs vs gptq-drift.python-docs.seed43: indistinguishable" in said
     assert "gptq-drift.python-docs: quantize cached" in said  # the first comparison's cell
 
-    again = cli("compare", "--recipes", str(mine), "--seeds", "42,43", runs=session_runs)
+    again = cli("compare", "--recipes", str(mine), "--seeds", "42,43", *HF, runs=session_runs)
     assert again.stdout.count("quantize cached, eval cached") == 2, again.stdout
 
     cell = session_runs / "tiny-llama" / "compare-calib-gptq-drift-python-docs+python-docs.seed43"
