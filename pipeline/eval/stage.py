@@ -56,6 +56,7 @@ class EvalStage(AfterQuantize):
     backend: str
     backend_reason: str | None = None  # why "auto" chose it
     _load_seconds = 0.0  # not a field: the time work() spent loading models, set as it loads
+    _load_cpu_seconds = 0.0  # and this process's CPU time in it
     name: ClassVar[str] = "eval"
     folder: ClassVar[str] = "eval"
     _windows: dict = field(default_factory=dict, repr=False, init=False)
@@ -236,8 +237,8 @@ class EvalStage(AfterQuantize):
 
         from pipeline.eval import drift, reference
 
-        started = time.monotonic()
-        self._load_seconds = 0.0
+        started, cpu_started = time.monotonic(), time.process_time()
+        self._load_seconds = self._load_cpu_seconds = 0.0
         if not self._windows:
             self._tokenize()
         backend = _backend(self.backend)
@@ -300,16 +301,20 @@ class EvalStage(AfterQuantize):
             "tasks": {t.task: _paired_metrics(t) for t in results.tasks},
             "generation": _generation_metrics(results.generation),
             "load_seconds": round(self._load_seconds, 2),  # the time estimate leaves it out
+            # CPU time: what the work took on its threads, however busy the host was beside it
+            "cpu_seconds": round(time.process_time() - cpu_started, 2),
+            "load_cpu_seconds": round(self._load_cpu_seconds, 2),
         }
 
     def _load(self, backend, *args, **kwargs):
         """backend.load, timed: loading is in no time estimate (it scales with what the disk,
         the page cache and the loader do, not with the bound), so it is measured apart."""
-        started = time.monotonic()
+        started, cpu_started = time.monotonic(), time.process_time()
         try:
             return backend.load(*args, **kwargs)
         finally:
             self._load_seconds += time.monotonic() - started
+            self._load_cpu_seconds += time.process_time() - cpu_started
 
     def _record_overheads(self, seconds: float, tasks_seconds: float, references: int) -> None:
         """What this eval took beyond the bound of its scoring: the chain plan's next estimate

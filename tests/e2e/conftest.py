@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.config.flags import to_argv
 from tests.conftest import cli
 from tests.parallel import made_once, shared_folder
 
@@ -96,8 +97,9 @@ def _stages(run: Path) -> set[str]:
 # Small but real serving: two concurrency levels, 8 requests each of 64 tokens in and 32 out
 # (tiny-llama's FP8 decodes at ~28 tokens/s on a CPU: the recipes' 64 out doubled the sweep),
 # no torch.compile
-SWEEP = ["--concurrency", "1,4", "--num-prompts", "8", "--input-len", "64", "--output-len", "32",
-         "--enforce-eager"]  # fmt: skip
+SWEEP_SETTINGS = {"concurrency": [1, 4], "num_prompts": 8, "input_len": 64, "output_len": 32,
+                  "enforce_eager": True}  # fmt: skip
+SWEEP = to_argv(SWEEP_SETTINGS)
 # For tests about something else than pairing: one run per level against the original's cached
 # reference (kept by served_fp8's paired run), so no second server starts
 ONE_SIDE = [*SWEEP, "--repeats", "1", "--original", "cached"]

@@ -94,10 +94,14 @@ def test_the_plans_eval_time_is_within_2x(chain):
     plan = chain["plan"]["stages"]["eval"]
     metrics = chain["stages"]["eval"]["metrics"]
     # loading is measured apart and said to be outside the estimate (2 × 5 GB of float32 here:
-    # 30 to 50 s of the eval on an AMX host, 2026-12-02, with the host's load)
-    estimate, measured = plan["time_seconds"], metrics["wall_seconds"] - metrics["load_seconds"]
+    # 30 to 50 s of the eval on an AMX host, 2026-12-02, with the host's load). Measured in CPU
+    # time: the plan is for the one thread the eval has, and the other test worker's engines and
+    # clusters take turns on that core (wall 88 s beside them against a 39 s plan, 2026-12-05)
+    estimate = plan["time_seconds"]
+    measured = metrics["cpu_seconds"] - metrics["load_cpu_seconds"]
     assert "loading the two models is not in it" in plan["time"]
     assert 0 < metrics["load_seconds"] < metrics["wall_seconds"]
+    assert measured > 0
     if "≥ the bound" in plan["time"]:
         assert 0 < estimate <= measured, (estimate, measured)
     else:

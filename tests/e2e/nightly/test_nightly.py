@@ -15,22 +15,22 @@ import yaml
 
 from pipeline.core.rundir import RunDir
 from tests.conftest import REPO, cli
-from tests.e2e.conftest import results_path
+from tests.e2e.conftest import SWEEP_SETTINGS, results_path
 
 pytestmark = pytest.mark.slow
 
 
 def _matrix(tmp_path, name="matrix.yaml", **changes) -> str:
     data = yaml.safe_load((REPO / "evals" / "nightly.yaml").read_text())
-    data.update(changes)
+    data.update({"serve": SWEEP_SETTINGS, **changes})
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data))
     return str(path)
 
 
 # The shipped matrix, but gptq's cell without serve: fp8's cell serves paired (served_fp8's
-# run, cached), and a second paired serve (two more vLLM start-ups) would prove nothing new here
-# (W4A16 serving: tests/e2e/serve/test_serve_stage.py)
+# run, cached: _matrix gives it served_fp8's settings), and a second paired serve (two more
+# vLLM start-ups) would prove nothing new here (W4A16 serving: tests/e2e/serve/test_serve_stage.py)
 NO_GPTQ_SERVE = [{"model": "tiny-llama", "recipe": "gptq", "stages": ["quantize", "eval"]}]
 
 
@@ -46,13 +46,14 @@ def default_twice(quantized, evaluated, served_fp8, session_runs, tmp_path_facto
     machinery."""
     quantized("gptq"), evaluated("fp8"), evaluated("gptq")
     folder = tmp_path_factory.mktemp("nightly")
-    db, matrix = f"sqlite:///{folder}/nightly.db", _matrix(folder, cells=NO_GPTQ_SERVE)
+    matrix = _matrix(folder, cells=NO_GPTQ_SERVE)
+    db = f"sqlite:///{folder}/nightly.db"
     first = _nightly(session_runs, db, "--matrix", matrix)
     second = _nightly(session_runs, db, "--matrix", matrix)
     return db, first, second
 
 
-def test_default_matrix_runs_and_the_second_run_compares(default_twice, session_runs):
+def test_default_matrix_runs_and_the_second_run_compares(default_twice, served_fp8, session_runs):
     from sqlalchemy import select
 
     from pipeline.nightly.store import Store
@@ -68,6 +69,8 @@ def test_default_matrix_runs_and_the_second_run_compares(default_twice, session_
     assert second.stdout.count(f"ok vs {runs[0]['id']}") == 2
     cells = {c["cell"]: c for c in store.cells_of(runs[1]["id"])}
     assert cells["fp8"]["status"] == "ok" and cells["fp8"]["stages"]["serve"] == "done"
+    served = results_path(session_runs / "tiny-llama" / "fp8", "serve")
+    assert json.loads(served.read_text()) == served_fp8[0]  # the session's serve, reused
     # what each artifact was calibrated on, as its manifest says, beside the cell
     made = RunDir("tiny-llama", "gptq", session_runs).stage("quantize").metrics["calibration"]
     assert cells["gptq"]["calibration"] == made and cells["fp8"]["calibration"] is None
