@@ -173,12 +173,13 @@ models: $(VENV)/.installed
 schemas: $(VENV)/.installed
 	$(VENV)/bin/python -m pipeline.cli.schemas > docs/schemas.md
 
-# Two workers by default, one per core here: most tests wait on a single-threaded interpreter
-# or engine start-up (tests/parallel.py). TEST_WORKERS=0: one process, in collection order.
-# On a GPU host the workers split the GPUs; a worker left without one runs unit tests only.
+# Three workers on a host without GPUs, two on GPU hosts (tests/parallel.py: default_workers):
+# most tests wait on a single-threaded interpreter or engine start-up. TEST_WORKERS=0: one
+# process, in collection order. On a GPU host the workers split the GPUs; a worker left without
+# one runs unit tests only.
 # Bytecode written even where the host's environment says not to: hundreds of CLI runs
 # would each compile torch, transformers and vLLM from source (36 s an import instead of 16).
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= $(shell $(VENV)/bin/python -m tests.parallel)
 test: setup
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 

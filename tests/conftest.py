@@ -1,7 +1,7 @@
 """What every test shares: the repository, an offline environment, the `gpu` marker and `cli`,
 which runs the pipeline as a user would. The heavy fixtures (tiny model, quantized and served
 artifacts) live in tests/e2e/conftest.py; tests/unit needs none of them. How `make test` spreads
-the tests over two workers: tests/parallel.py."""
+the tests over several workers: tests/parallel.py."""
 
 import functools
 import os

@@ -1,8 +1,10 @@
-"""How `make test` runs on two workers (pytest-xdist, `-n 2 --dist loadgroup`).
+"""How `make test` runs on several workers (pytest-xdist, `-n 3 --dist loadgroup` on a host
+without GPUs, `-n 2` on GPU hosts: default_workers below).
 
 Most of the suite is single-threaded — interpreter start-up and imports of every CLI call, vLLM's
-engine start-up, tiny-model forwards — so one test per core nearly halves the wall time. What
-keeps that honest:
+engine start-up, tiny-model forwards — so one test per core nearly halves the wall time, and a
+third worker on two cores fills the ~14% the first two leave idle while they wait on engine
+start-ups, health polls and sockets. What keeps that honest:
 
 - Warm-up before the workers start: the tiny model (its training uses both cores) and this host's
   roofline rates (pipeline/perf/host.py: a rate measured beside another test would be halved,
@@ -15,19 +17,20 @@ keeps that honest:
   on a node id pytest no longer lets it change), so the scheduler here reads this table instead.
 - One thread per worker: torch and vLLM run OpenMP threads that spin at their barriers, and two
   processes with two threads each on two cores ran quantize 2-3× slower than one at a time. Each
-  worker's processes get OMP_NUM_THREADS=1, and its vLLM engines the worker's own core.
+  worker's processes get OMP_NUM_THREADS=1, and its vLLM engines one core (the worker's number
+  modulo the cores).
 - Made once per run: a recipe's tiny-llama artifact is quantized, and its hf eval run, by the
-  first worker that needs it; the other copies that run directory, or adopts the eval, into its
-  own session (made_once, tests/e2e/conftest.py), so no two workers make the same thing, and
+  first worker that needs it; the others copy that run directory, or adopt the eval, into their
+  own sessions (made_once, tests/e2e/conftest.py), so no two workers make the same thing, and
   each can still change its copy (`--force`, evals, serves). tiny-llama's eval references
-  (the original's scores, noise floors, answers and task scores) sit in one folder both
-  workers' run roots link to; the eval locks each reference on its own, so a worker waits only
+  (the original's scores, noise floors, answers and task scores) sit in one folder every
+  worker's run root links to; the eval locks each reference on its own, so a worker waits only
   for one it needs, and the group that needs the shipped settings' late runs them late (GROUPS).
 - Imports once per worker: `cli()` forks each `python -m pipeline …` from the worker's zygote
   (tests/zygote.py), which has imported torch, transformers and llm-compressor: ~100 calls
   per run would each spend 5-14 s of CPU importing them again.
 - No test runs alone: a plan's time for a test worker's process counts the one thread it gets
-  (OMP_NUM_THREADS), so the real-shape eval's estimate holds beside the other worker.
+  (OMP_NUM_THREADS), so the real-shape eval's estimate holds beside the other workers.
 """
 
 import os
@@ -77,6 +80,14 @@ COST = {
 }
 # Read by torch and vLLM when their processes start: set before any test imports torch
 ONE_CORE = {"OMP_NUM_THREADS": "1"}
+
+
+def default_workers() -> int:
+    """make test's worker count: 3 on a host without GPUs (a 2-core host, 2026-12-05: 20 min 34 s
+    of pytest on 2 workers, 17 min 09 s on 3; user CPU 86% of the two cores on 2 workers); 2 on
+    GPU hosts, whose workers each hold GPUs of their own (tests/standin_hosts.py checks that
+    split)."""
+    return 2 if _visible_gpus() else 3
 
 
 def pytest_configure(config):
@@ -239,3 +250,7 @@ def made_once(config, name: str):
     folder = _run_folder(run) / "shared"
     with waiting_lock(folder / f"{name}.lock"):
         yield folder / name
+
+
+if __name__ == "__main__":  # the Makefile's default TEST_WORKERS
+    print(default_workers())

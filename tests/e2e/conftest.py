@@ -1,6 +1,6 @@
 """Fixtures of the end-to-end tests. The tiny model is built once per checkout (cached in
 .cache/), and each recipe is quantized (evaluated, served) once per test session into a
-session-wide RUNS_DIR; on two workers, a recipe's quantize and hf eval once per test run."""
+session-wide RUNS_DIR; on several workers, a recipe's quantize and hf eval once per test run."""
 
 import json
 import shutil
@@ -23,7 +23,7 @@ def tiny_model() -> Path:
 
 @pytest.fixture(scope="session")
 def session_runs(tmp_path_factory, request) -> Path:
-    """The session's run root; on two workers its tiny-llama references are the run's
+    """The session's run root; on several workers its tiny-llama references are the run's
     (tests/parallel.py: the original is scored once per test run, not once per worker)."""
     runs = tmp_path_factory.mktemp("runs")
     shared = shared_folder(request.config, "tiny-llama-reference")
@@ -35,8 +35,8 @@ def session_runs(tmp_path_factory, request) -> Path:
 
 @pytest.fixture(scope="session")
 def quantized(session_runs, tiny_model, request):
-    """quantized(recipe) → the run dir, quantizing on first use (once per test run: on two
-    workers, the other copies the first's fresh run directory, tests/parallel.py);
+    """quantized(recipe) → the run dir, quantizing on first use (once per test run: on several
+    workers, the others copy the first's fresh run directory, tests/parallel.py);
     quantized.printed[recipe]: what the quantize printed (stdout, then stderr)."""
     done: dict[str, Path] = {}
     printed: dict[str, str] = {}
@@ -122,7 +122,7 @@ DRIFT_ONLY = {"fp8-kv", "w8a16"}
 @pytest.fixture(scope="session")
 def evaluated(quantized, session_runs, request, tmp_path_factory):
     """evaluated(recipe) → (results dict, first CLI result), evaluating once per session; on
-    two workers once per test run (the other adopts the eval and what it printed). All with the
+    several workers once per test run (the others adopt the eval and what it printed). All with the
     hf backend, so that comparisons between recipes compare only the recipes."""
     done = {}
     drift_only = tmp_path_factory.mktemp("drift-only")

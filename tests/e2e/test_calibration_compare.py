@@ -33,21 +33,18 @@ def test_a_worse_set_is_worse_beyond_the_floor_and_two_draws_are_indistinguishab
     tiny_model, session_runs, tmp_path
 ):
     mine = _recipe(tmp_path)
-    sets = f"python-docs,python-docs-chat,{_repeated(tmp_path)}"
+    sets = f"python-docs,{_repeated(tmp_path)}"  # chat sets: tests/e2e/data/test_texts.py
     # hf, as every eval test: the same float32 scoring on every host, GPUs or not
     first = cli("compare", "--recipes", str(mine), "--calib", sets, *HF, runs=session_runs)
     assert first.returncode in (0, 3), first.stderr[-3000:]
     out = first.stdout
     assert "gptq-drift.python-docs vs gptq-drift.repeated: better" in out, out
-    folder = "compare-calib-gptq-drift-python-docs+python-docs-chat+repeated"
+    folder = "compare-calib-gptq-drift-python-docs+repeated"
     table = json.loads((session_runs / "tiny-llama" / folder / "compare.json").read_text())
     pairs = {(p["first"], p["second"]): p for p in table["pairs"]}
     pair = pairs["gptq-drift.python-docs", "gptq-drift.repeated"]
     assert pair["high"] < 0 and abs(pair["diff"]) > pair["floor_kl"]
     cells = {c["name"]: c for c in table["cells"]}
-    # conversations, rendered with the chat template (and scored so in the eval's calibration split)
-    chat = cells["gptq-drift.python-docs-chat"]["calibration"]
-    assert chat["chat_template"] and chat["column"] == "messages" and chat["samples"] == 64
     docs = cells["gptq-drift.python-docs"]["calibration"]
     assert docs["dataset"] == "python-docs" and docs["samples"] == 64 and docs["seed"] == 42
     assert len(docs["token_ids_sha256"]) == 64

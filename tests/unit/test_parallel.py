@@ -150,6 +150,17 @@ def test_eight_gpus_two_workers_both_take_anything(monkeypatch):
     assert any(IDS[i].startswith("tests/e2e/") for i in gw1.sent)
 
 
+def test_three_workers_without_a_gpu_two_where_gpus_are_split(monkeypatch):
+    from tests.conftest import REPO
+
+    monkeypatch.setenv("PATH", f"{REPO / 'tests' / 'gpu_hosts'}:{os.environ['PATH']}")
+    monkeypatch.setenv("STANDIN_GPUS", "h100x1")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert parallel.default_workers() == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # none visible: a CPU host's count
+    assert parallel.default_workers() == 3
+
+
 def test_the_worker_split_is_shown_in_the_header():
     assert parallel.split([0], 2) == "gw0 GPU 0 (all tests), gw1 no GPU (unit tests only)"
     assert parallel.split(list(range(8)), 2) == (

@@ -1,4 +1,5 @@
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -6,6 +7,7 @@ from pipeline.config.recipe import Calibration
 from pipeline.core.errors import UserError
 from pipeline.data import corpus
 from pipeline.data import texts as data
+from pipeline.quantize import calibration_record
 
 
 def test_python_docs_splits_are_disjoint_and_non_trivial():
@@ -70,6 +72,10 @@ def test_chat_data_is_rendered_with_the_chat_template(tmp_path, tiny_model):
     cal = Calibration(dataset=str(tmp_path / "chat.jsonl"), chat_template=True, num_samples=1)
     got = data.load_texts(cal, AutoTokenizer.from_pretrained(tiny_model))
     assert got.texts == ["<|begin_of_text|><|user|>\nhi\n<|assistant|>\nyo\n"]
+    # and so the artifact's manifest and card say it (quantize's record of what it ran on)
+    job = SimpleNamespace(texts=got, calibration=cal, model_path=tiny_model)
+    said = calibration_record.record(job)
+    assert (said["column"], said["chat_template"], said["samples"]) == ("messages", True, 1)
 
 
 @pytest.mark.parametrize(

@@ -273,8 +273,10 @@ def test_the_cards_deploy_commands_serve_the_published_model(
     import re
     import time
 
-    from pipeline.core import procs
+    from pipeline.config.recipe import ServeSettings
+    from pipeline.core import environment, procs
     from pipeline.core.serving_env import SERVE_PYTHON, available
+    from pipeline.serve import server as vllm_server
     from pipeline.serve.server import free_port, get
 
     if not available():
@@ -286,7 +288,9 @@ def test_the_cards_deploy_commands_serve_the_published_model(
     port = free_port()
     argv = [str(SERVE_PYTHON.parent / "vllm"), *command.split()[1:]]
     argv += ["--port", str(port), "--enforce-eager"]
-    env = {**os.environ, **_env(tmp_path, hub, token=READ), "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env = {**os.environ, **_env(tmp_path, hub, token=READ)}
+    if not environment.gpus():  # a CPU host: the settings the pipeline's own servers get there
+        env |= vllm_server.environment(ServeSettings())
     log = tmp_path / "vllm-serve.log"
     with procs.group(argv, log, env) as server:
         deadline = time.monotonic() + 600

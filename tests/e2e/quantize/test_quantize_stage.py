@@ -168,6 +168,7 @@ def _stopped_at_layer(
     command = [sys.executable, "-m", "pipeline", "quantize", "--recipe", "gptq",
                "--num-samples", str(samples)]  # fmt: skip
     env = {**os.environ, "RUNS_DIR": str(runs)}
+    started = time.time()  # an earlier attempt's progress.json may already name the layer
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     progress = run / "artifact.checkpoints" / "progress.json"
@@ -175,7 +176,8 @@ def _stopped_at_layer(
     while time.time() < deadline:
         assert proc.poll() is None, "finished before it could be stopped"
         with contextlib.suppress(OSError, ValueError):
-            if f"pass 0 subgraph {layer}" in json.loads(progress.read_text())["done"]:
+            fresh = progress.stat().st_mtime >= started  # written by this attempt
+            if fresh and f"pass 0 subgraph {layer}" in json.loads(progress.read_text())["done"]:
                 break
         time.sleep(0.05)
     os.killpg(proc.pid, how)

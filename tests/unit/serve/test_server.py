@@ -22,6 +22,7 @@ def test_command_carries_every_setting():
 def test_cpu_settings_go_to_the_environment():
     env = server.environment(ServeSettings(cpu_kvcache_space_gib=2.5, cpu_omp_threads_bind="0-1"))
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "2.5" and env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"  # the model in the engine's process
 
 
 def test_first_error_line_is_the_root_cause(tmp_path):
