@@ -24,9 +24,23 @@ VLLM_PROCESSES = r"vllm\.entrypoints|VLLM::|bench_worker\.py|openai_smoke\.py"
 
 
 def vllm_processes() -> list[str]:
+    """vLLM processes this test worker started, or a command it ran did, still running (another
+    worker's servers are theirs: xdist's PYTEST_XDIST_WORKER, which every child inherits, tells)."""
     out = subprocess.run(["pgrep", "-fa", VLLM_PROCESSES], capture_output=True, text=True)
     # a <defunct> entry is already dead (a zombie waiting for init to reap it): not left running
-    return [x for x in out.stdout.splitlines() if "pgrep" not in x and "<defunct>" not in x]
+    found = [x for x in out.stdout.splitlines() if "pgrep" not in x and "<defunct>" not in x]
+    return [x for x in found if _worker_of(x.split()[0]) == os.environ.get("PYTEST_XDIST_WORKER")]
+
+
+def _worker_of(pid: str) -> str | None:
+    try:
+        variables = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return "(gone)"  # ended meanwhile, or not ours to read: not left by this worker
+    for variable in variables:
+        if variable.startswith(b"PYTEST_XDIST_WORKER="):
+            return variable.split(b"=", 1)[1].decode()
+    return None
 
 
 @pytest.mark.cpu_host  # the 1 GiB CPU KV pool
