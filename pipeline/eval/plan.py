@@ -81,7 +81,7 @@ def _on_hf(found: EvalPlan, a: "Artifact", sides: dict, visible: list[str], traf
     }
     if visible:
         return
-    found.cpu_ram_bytes = max(sides.values()) * 2 + scoring_bytes(a.geometry, a.recipe.spec.eval)
+    found.cpu_ram_bytes = cpu_ram_bytes(max(sides.values()), a.geometry, a.recipe.spec.eval)
     available = psutil.virtual_memory().available
     if found.cpu_ram_bytes > available:
         found.refusals.append(
@@ -97,12 +97,20 @@ def _reference(a: "Artifact", s: EvalSettings) -> int:
     return 2 * s.max_tokens * (min(s.reference_max_k, vocab) * (id_bytes + 4) + 12)
 
 
+def cpu_ram_bytes(checkpoint: int, g: Geometry, s: EvalSettings) -> int:
+    """The peak of one side on CPU: its float32 weights (twice a bf16 checkpoint's bytes) and,
+    beside them, the larger of what loading maps and what scoring holds. Loading converts the
+    memory-mapped checkpoint tensor by tensor, and its mapped pages count in RSS until it ends:
+    Llama-3-8B's shapes with one layer (2.36 GiB of bf16) peaked at 7.57 GiB in loading alone,
+    4.73 GiB of float32 weights after it (2026-12-05), whatever the eval's window length."""
+    return checkpoint * 2 + max(checkpoint, scoring_bytes(g, s)) + RUNTIME
+
+
 def scoring_bytes(g: Geometry, s: EvalSettings) -> int:
     """What scoring holds beside the float32 model on CPU: a batch's logits (float32, every
     vocabulary entry), the log-probs of the window being scored and of the one before it (the
-    scorer's), and the runtime. At Llama-3-8B's vocabulary (128,256): 7.6 GiB peak measured, 6.8
-    planned (2026-12-03, tests/e2e/test_real_shape_chain.py)."""
-    return (BATCH_WINDOWS + 2) * s.context_length * g.vocab * 4 + RUNTIME
+    scorer's)."""
+    return (BATCH_WINDOWS + 2) * s.context_length * g.vocab * 4
 
 
 def _time(a: "Artifact", backend: str, s: EvalSettings) -> tuple[float | None, str]:

@@ -14,7 +14,10 @@ from pipeline.planning.geometry import Geometry
 
 GIB = 2**30
 REFERENCE_GPU = "H100-80GB"
-CPU_ENGINE_EXTRA = 2 * GIB  # vLLM's CPU engine beside its weights: 1 GiB KV pool + runtime
+CPU_KV_POOL = GIB  # VLLM_CPU_KVCACHE_SPACE as the serve stage sets it by default
+# vLLM's CPU engine beyond its weights and pool: 1.2-1.3 GiB measured (tiny-llama served here:
+# 2.2-2.3 GiB PSS in all, 2026-12-05)
+CPU_ENGINE_RUNTIME = int(1.25 * GIB)
 
 
 @dataclass(frozen=True)
@@ -59,11 +62,11 @@ def on_this_host(
         if visible:
             entry["weights_per_gpu_bytes"] = int(weights / engine.tensor_parallel_size)
             entry |= _engine_memory(g, visible, engine.tensor_parallel_size, traffic)
-        elif why := _cpu_refusal(side, weights, ref):
+        elif why := _cpu_refusal(side, cpu_engine_bytes(g, weights), ref):
             found.refusals.append(why)
-            entry |= {"cpu_ram_bytes": weights + CPU_ENGINE_EXTRA, "refused": why}
+            entry |= {"cpu_ram_bytes": cpu_engine_bytes(g, weights), "refused": why}
         else:  # the CPU engine holds the weights in RAM
-            entry["cpu_ram_bytes"] = weights + CPU_ENGINE_EXTRA
+            entry["cpu_ram_bytes"] = cpu_engine_bytes(g, weights)
         found.engines[side] = entry
     return found
 
@@ -75,13 +78,24 @@ def _engine_memory(g: Geometry, visible: list[str], tp: int, traffic: Traffic) -
     return {"engine_memory": found.record(), "engine_line": found.line()}
 
 
-def _cpu_refusal(side: str, weights: int, ref: dict) -> str | None:
-    need, available = weights + CPU_ENGINE_EXTRA, psutil.virtual_memory().available
+def cpu_engine_bytes(g: Geometry, weights: int) -> int:
+    """A CPU engine's RAM: the weights, a second copy of each vocabulary matrix, the KV pool
+    and the runtime. vLLM's CPU build packs every Linear for oneDNN and drops its weight, but
+    keeps an embedding's (embed_tokens, lm_head) beside the packed copy it makes of it
+    (UnquantizedEmbeddingMethod.process_weights_after_loading, remove_weight=False): at
+    Llama-3-8B's shapes with one layer, 6.58 GiB PSS measured against 6.57 counted so
+    (2026-12-05, tests/e2e/test_real_shape_chain.py, opt-in)."""
+    vocab_copies = g.vocab_matrices * g.vocab * g.hidden * 2  # kept in 16 bits by every recipe
+    return weights + vocab_copies + CPU_KV_POOL + CPU_ENGINE_RUNTIME
+
+
+def _cpu_refusal(side: str, need: int, ref: dict) -> str | None:
+    available = psutil.virtual_memory().available
     if need <= available:
         return None
     return (
-        f"{side}: vLLM's CPU engine needs ~{need / GIB:.1f} GiB of RAM (weights + KV pool); this "
-        f"host has {available / GIB:.1f} GiB available; on GPUs it needs "
+        f"{side}: vLLM's CPU engine needs ~{need / GIB:.1f} GiB of RAM (weights, KV pool, "
+        f"vocabulary copies); this host has {available / GIB:.1f} GiB available; on GPUs it needs "
         f"{ref['tensor_parallel_size']} × {REFERENCE_GPU}"
     )
 

@@ -33,6 +33,7 @@ class Geometry:
     attention_dim: int  # q·k width a head attends with (MLA: latent rank + rotary dims)
     head_dim: int  # a head's width as the checkpoint's q/k/v projections hold it
     vocab: int
+    vocab_matrices: int  # embeddings and lm_head: 1 where tied (one matrix), else 2
     experts: int  # routed experts per MoE layer (0: a dense model)
     active_experts: int  # of them, what each token runs
     moe_layers: int  # decoder layers with routed experts
@@ -90,6 +91,7 @@ def _of(text: str) -> Geometry:
         attention_dim=attention_dim,
         head_dim=architecture.head_dim(config),
         vocab=int(config["vocab_size"]),
+        vocab_matrices=1 if config.get("tie_word_embeddings", False) else 2,
         experts=architecture.experts(config),
         active_experts=int(config.get("num_experts_per_tok") or 0),
         moe_layers=architecture.moe_layers(config),

@@ -177,9 +177,10 @@ def smoke(server: Server, out: Path) -> dict:
             f"{server.log_path}:\n{procs.tail(log)}"
         )
     result = json.loads(lines[-1])
-    empty = [kind for kind, r in result.items() if not r["text"].strip()]
+    empty = [kind for kind, r in result.items() if not r["tokens"]]
     if empty:
-        raise ServerError(f"OpenAI client smoke check: empty {', '.join(empty)} response")
+        kinds = " and ".join(empty)
+        raise ServerError(f"OpenAI client smoke check: no tokens in the {kinds} response")
     return result
 
 

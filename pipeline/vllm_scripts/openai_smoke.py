@@ -3,7 +3,9 @@ Serving env (it has `openai`).
 
     .venv-serve/bin/python openai_smoke.py BASE_URL MODEL_NAME
 
-Prints one JSON line: the streamed texts and chunk counts of a chat and a completion request.
+Prints one JSON line: the streamed texts, chunk counts and generated token counts (the
+stream's usage chunk) of a chat and a completion request. Tokens, not text, say whether the
+engine answered: a random-weight model may answer only special tokens, which decode to "".
 """
 
 import json
@@ -17,20 +19,29 @@ PROMPTS = {
 }
 
 
+def streamed(stream, piece) -> dict:
+    parts, tokens = [], None
+    for chunk in stream:
+        if chunk.choices:
+            parts.append(piece(chunk.choices[0]) or "")
+        if chunk.usage is not None:
+            tokens = chunk.usage.completion_tokens
+    return {"text": "".join(parts), "chunks": len(parts), "tokens": tokens}
+
+
 def main() -> None:
     base_url, model = sys.argv[1], sys.argv[2]
     client = OpenAI(base_url=f"{base_url}/v1", api_key="EMPTY", timeout=120)
+    usage = {"stream": True, "stream_options": {"include_usage": True}}
     out = {}
-    stream = client.chat.completions.create(
-        model=model, messages=PROMPTS["chat"], max_tokens=24, temperature=0, stream=True
+    chat = client.chat.completions.create(
+        model=model, messages=PROMPTS["chat"], max_tokens=24, temperature=0, **usage
     )
-    parts = [c.choices[0].delta.content or "" for c in stream if c.choices]
-    out["chat"] = {"text": "".join(parts), "chunks": len(parts)}
-    stream = client.completions.create(
-        model=model, prompt=PROMPTS["completion"], max_tokens=24, temperature=0, stream=True
+    out["chat"] = streamed(chat, lambda choice: choice.delta.content)
+    completion = client.completions.create(
+        model=model, prompt=PROMPTS["completion"], max_tokens=24, temperature=0, **usage
     )
-    parts = [c.choices[0].text or "" for c in stream if c.choices]
-    out["completion"] = {"text": "".join(parts), "chunks": len(parts)}
+    out["completion"] = streamed(completion, lambda choice: choice.text)
     print(json.dumps(out))
 
 

@@ -93,6 +93,8 @@ def test_benchmark_levels_are_complete_paired_and_interleaved(served_fp8):
         smoke = results[side]["smoke"]
         assert smoke["chat"]["text"].strip() and smoke["completion"]["text"].strip()
         assert smoke["chat"]["chunks"] > 1  # streamed, not one blob
+        # counted from the stream's usage chunk: tiny-llama never ends early (no EOS)
+        assert smoke["chat"]["tokens"] == smoke["completion"]["tokens"] == 24
     # A, B then B, A at each level: each pair ran back to back
     order = sorted(sequence, key=sequence.get)
     assert order == [
