@@ -188,8 +188,15 @@ def _stopped_at_layer(
                "--num-samples", str(samples)]  # fmt: skip
     env = {**os.environ, "RUNS_DIR": str(runs)}
     started = time.time()  # an earlier attempt's progress.json may already name the layer
+
+    # SIGINT as a terminal's process has it: a suite started in the background of a script
+    # (`.ci/run &`) ignores it, and every process it starts would inherit that
+    def interruptible():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=interruptible)  # fmt: skip
     progress = run / "artifact.checkpoints" / "progress.json"
     deadline = time.time() + 300
     while time.time() < deadline:

@@ -41,3 +41,18 @@ def test_computed_once_per_config_and_blind_to_key_order():
     config = _config("llama3-8b")
     again = dict(reversed(list(config.items())))
     assert geometry.of(config) is geometry.of(again)
+
+
+def test_a_cpu_engine_counts_each_vocabulary_matrix_twice():
+    """vLLM's CPU build keeps embed_tokens' and lm_head's weights beside their packed copies;
+    a tied model has one such matrix."""
+    from pipeline.planning import engine_plan
+
+    config = _config("llama3-8b")
+    untied, tied = geometry.of(config), geometry.of({**config, "tie_word_embeddings": True})
+    assert (untied.vocab_matrices, tied.vocab_matrices) == (2, 1)
+    one_matrix = 128_256 * 4096 * 2
+    weights = untied.original_bytes
+    extra = engine_plan.CPU_KV_POOL + engine_plan.CPU_ENGINE_RUNTIME
+    assert engine_plan.cpu_engine_bytes(untied, weights) == weights + 2 * one_matrix + extra
+    assert engine_plan.cpu_engine_bytes(tied, weights) == weights + one_matrix + extra
