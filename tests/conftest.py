@@ -3,8 +3,10 @@ which runs the pipeline as a user would. The heavy fixtures (tiny model, quantiz
 artifacts) live in tests/e2e/conftest.py; tests/unit needs none of them. How `make test` spreads
 the tests over several workers: tests/parallel.py."""
 
+import contextlib
 import functools
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +24,17 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # nothing in the tests may reach a hub
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 # the stand-in nvidia-smi (tests/gpu_hosts) starts with this interpreter, not a python3 shim
 os.environ.setdefault("STANDIN_PYTHON", sys.executable)
+
+
+@contextlib.contextmanager
+def scratch(tmp_path_factory, name: str):
+    """A folder for a module's fixture, removed when the fixture ends (a test's own tmp_path
+    goes when it passes: pyproject's retention policy): the real-shape artifacts are GBs each."""
+    path = tmp_path_factory.mktemp(name)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def has_gpu() -> bool:
@@ -120,6 +133,7 @@ def s3():
     class S3:
         def __init__(self):
             self.env = env
+            self.made: list[str] = []
 
         def bucket(self) -> str:
             import boto3
@@ -128,10 +142,16 @@ def s3():
             boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
                          aws_access_key_id="test", aws_secret_access_key=S3_SECRET
                          ).create_bucket(Bucket=name)  # fmt: skip
+            self.made.append(name)
             return f"s3://{name}"
 
-    yield S3()
+    s3 = S3()
+    yield s3
     server.stop()
+    from pipeline.core.paths import mirror_root
+
+    for name in s3.made:  # the local working copies (Runs.local) of what the buckets held
+        shutil.rmtree(mirror_root(f"s3://{name}"), ignore_errors=True)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

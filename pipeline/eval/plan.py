@@ -1,6 +1,7 @@
 """The eval stage's plan, from the config alone (no torch): which backend scores, the engines or
 the RAM it needs, the reference files it writes, and its time — the measured overheads of this
-host's newest eval + the roofline bound of scoring both sides (pipeline/perf/timing.py).
+host's newest eval + the roofline bound of scoring both sides and of generating their answers
+(pipeline/perf/timing.py).
 
 Its constants are the backends' own: BATCH_WINDOWS windows per forward (the vllm backend's
 batch, the hf backend's batch_size) bound scoring's memory and set its steps.
@@ -14,7 +15,8 @@ import psutil
 
 from pipeline.config.recipe import EvalSettings
 from pipeline.core.stage_plan import Options, StagePlan, Upstream
-from pipeline.eval import policy
+from pipeline.eval import answers, floor, policy, prompt_set
+from pipeline.eval import windows as windows_of
 from pipeline.perf import bound, host, timing
 from pipeline.planning import engine_plan
 from pipeline.planning.engine_plan import Traffic
@@ -30,6 +32,7 @@ BATCH_WINDOWS = 4  # windows per forward: bounds memory (a batch's logits, log-p
 # one square matmul (its activations and 1 GB of logits a batch are fresh memory each time):
 # 187 of 362 GFLOPS at Llama-3-8B's shapes, cProfile of the eval, 2-core Xeon, 2026-12-03.
 HF_CPU_FORWARD_SHARE = 0.5
+CHARS_PER_TOKEN = 4  # a prompt's length before a tokenizer is at hand: English text's usual
 
 
 @dataclasses.dataclass
@@ -114,47 +117,97 @@ def scoring_bytes(g: Geometry, s: EvalSettings) -> int:
 
 
 def _time(a: "Artifact", backend: str, s: EvalSettings) -> tuple[float | None, str]:
-    """This host's measured eval overheads + the bound of scoring both sides (no torch: the
-    host's rates only where something measured them)."""
+    """This host's measured eval overheads + the bound of scoring both sides and of their answers
+    (no torch: the host's rates only where something measured them)."""
     hw = host.here(measure=False)
     if hw is None:
         return None, "unknown: this host's rates are not measured yet (a serve measures them)"
-    windows = 2 * (s.max_tokens // s.context_length)  # held-out and calibration splits
-    work = work_seconds(a.geometry, a.recipe, windows * s.context_length, s.context_length, hw,
-                        backend=backend)  # fmt: skip
+    heldout = windows_of.covering(s.context_length, s.max_tokens)  # a split: held-out, calibration
+    windows = 2 * heldout
+    work = Work(s.context_length, windows, windows, heldout)
+    what = f"{windows} windows a side, the floor's {heldout}"
+    if s.generation.enabled:
+        prompts = [math.ceil(sum(len(m["content"]) for m in c) / CHARS_PER_TOKEN)
+                   for c in prompt_set.load(s.generation)]  # fmt: skip
+        new = s.generation.max_new_tokens
+        work = dataclasses.replace(work, prompt_tokens=tuple(prompts), new_tokens=new,
+                                   original_answers=True)  # fmt: skip
+        what += f", 3 × {len(prompts)} answers of {new} tokens (the original's twice: the floor)"
+    seconds_of_work = work_seconds(a.geometry, a.recipe, work, hw, backend)
     overhead = timing.observed(f"eval-{backend}")
-    what = f"{windows} windows a side on {hw.name}"
+    what += f" on {hw.name}"
     if hf_on_cpu(backend, hw):
         what += f", float32 at {HF_CPU_FORWARD_SHARE:.0%} of its probed matmul rate"
         used, probed = host.threads()
         if used < probed:
             what += f" on {used} of the probe's {probed} threads (OMP_NUM_THREADS)"
-    seconds, how = timing.estimate(work, overhead, what)
+    seconds, how = timing.estimate(seconds_of_work, overhead, what)
     if s.tasks and overhead and overhead["tasks_seconds"]:
         seconds += overhead["tasks_seconds"]
         how += f" + lm-eval tasks as measured there ({overhead['tasks_seconds']:.0f} s, a floor)"
     return seconds, f"~{timing.duration(seconds)}: {how}; loading the two models is not in it"
 
 
-def work_seconds(
-    g: Geometry, recipe, tokens: int, context: int, hw, sides: int = 2, backend: str = "hf"
-) -> float:
-    """The seconds of scoring `tokens` tokens a side in `context`-token windows: the artifact,
-    and (sides=2) the original, whose log-probs become the reference; their roofline, except
-    that the hf backend on a CPU (hf_on_cpu) computes in float32: twice the bytes of bf16
-    weights, at the share of float32's matmul rate its forward reaches (HF_CPU_FORWARD_SHARE),
-    on the threads its process gets (a matmul's rate goes with its threads)."""
-    if hf_on_cpu(backend, hw):
-        used, probed = host.threads()
-        rate = hw.peak_flops["fp32"] * HF_CPU_FORWARD_SHARE * used / probed
-        hw = dataclasses.replace(hw, bytes_s=hw.bytes_s / 2, peak_flops={"bf16": rate})
-    windows = max(1, tokens // context)
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """What an eval computes, in windows of `context` tokens: the artifact's (every split), the
+    original's where its reference is built now, the held-out ones again for the floor where it
+    is (pipeline/eval/floor.py), and the answers (prompt_tokens: one length a prompt; empty: no
+    generation), the original's too where they are made now."""
+
+    context: int
+    windows: int
+    original_windows: int
+    floor_windows: int = 0
+    prompt_tokens: tuple[int, ...] = ()
+    new_tokens: int = 0
+    original_answers: bool = False
+
+
+def work_seconds(g: Geometry, recipe, work: Work, hw, backend: str = "hf") -> float:
+    """The roofline of `work` as the backend computes it (_as_computed): each batch of windows
+    a prefill, each batch of answers a prefill and a decode step per new token."""
+    hw = _as_computed(hw, backend)
+    passes = [(recipe, work.windows, BATCH_WINDOWS), (None, work.original_windows, BATCH_WINDOWS),
+              (None, work.floor_windows, floor.FLOOR_BATCH)]  # fmt: skip
     seconds = 0.0
-    for side in (recipe, None)[:sides]:
+    for side, windows, batch in passes:
+        if windows:
+            fp = bound.footprint(g, side)
+            step = bound.prefill(g, fp, hw, min(batch, windows), work.context, "auto", 1)
+            seconds += math.ceil(windows / batch) * step.seconds
+    return seconds + _answers_seconds(g, recipe, work, hw)
+
+
+def _answers_seconds(g: Geometry, recipe, work: Work, hw) -> float:
+    """The artifact's answers at answers.BATCH and, where the original's are made too, its at
+    BATCH and FLOOR_BATCH (the floor); every answer to new_tokens (one that ends early ends its
+    batch's steps only when all its rows have)."""
+    runs = [(recipe, answers.BATCH)] if work.prompt_tokens else []
+    if runs and work.original_answers:
+        runs += [(None, answers.BATCH), (None, answers.FLOOR_BATCH)]
+    prompt = max(work.prompt_tokens, default=0)  # each batch left-padded to its longest: about
+    prompts, seconds = len(work.prompt_tokens), 0.0
+    for side, size in runs:
         fp = bound.footprint(g, side)
-        step = bound.prefill(g, fp, hw, min(BATCH_WINDOWS, windows), context, "auto", 1)
-        seconds += math.ceil(windows / BATCH_WINDOWS) * step.seconds
+        for first in range(0, prompts, size):
+            rows = min(size, prompts - first)
+            seconds += bound.prefill(g, fp, hw, rows, prompt, "auto", 1).seconds
+            middle = prompt + work.new_tokens // 2  # the cached context at the average step
+            seconds += work.new_tokens * bound.decode(g, fp, hw, rows, middle, "auto", 1).seconds
     return seconds
+
+
+def _as_computed(hw, backend: str):
+    """`hw` as the backend computes on it: the hf backend on a CPU (hf_on_cpu) computes in
+    float32: twice the bytes of bf16 weights, at the share of float32's matmul rate its forward
+    reaches (HF_CPU_FORWARD_SHARE), on the threads its process gets (a matmul's rate goes with
+    its threads)."""
+    if not hf_on_cpu(backend, hw):
+        return hw
+    used, probed = host.threads()
+    rate = hw.peak_flops["fp32"] * HF_CPU_FORWARD_SHARE * used / probed
+    return dataclasses.replace(hw, bytes_s=hw.bytes_s / 2, peak_flops={"bf16": rate})
 
 
 def hf_on_cpu(backend: str, hw) -> bool:

@@ -272,7 +272,16 @@ class EvalStage(AfterQuantize):
         summary["heldout"]["floor"] = drift_floor
         task_rows = self._tasks(quantized_scores) if s.tasks else []
         tasks_seconds = time.monotonic() - tasks_started if s.tasks else 0.0
-        self._record_overheads(time.monotonic() - started, tasks_seconds, len(missing))
+        made_now = eval_plan.Work(
+            s.context_length,
+            sum(len(w) for w in self._windows.values()),
+            sum(len(self._windows[x]) for x in missing),
+            0 if drift_floor["cached"] else len(self._windows["heldout"]),
+            tuple(len(ids) for ids in prompts["ids"]) if prompts else (),
+            s.generation.max_new_tokens,
+            not originals["cached"],
+        )
+        self._record_overheads(time.monotonic() - started, tasks_seconds, made_now)
         results = EvalResults(
             model=self.quantize.ref.name,
             recipe=self.quantize.recipe.name,
@@ -316,19 +325,15 @@ class EvalStage(AfterQuantize):
             self._load_seconds += time.monotonic() - started
             self._load_cpu_seconds += time.process_time() - cpu_started
 
-    def _record_overheads(self, seconds: float, tasks_seconds: float, references: int) -> None:
-        """What this eval took beyond the bound of its scoring: the chain plan's next estimate
-        (pipeline/perf/timing.py). The original side counts only where its reference was built."""
-
+    def _record_overheads(self, seconds: float, tasks_seconds: float, work: eval_plan.Work) -> None:
+        """What this eval took beyond the bound of the work it did (eval_plan.Work: what of the
+        original was built now counts, what was cached does not): the chain plan's next estimate
+        (pipeline/perf/timing.py)."""
         hw = host.here()
         if hw is None:
             return
-        q, s = self.quantize, self.settings
-        windows = sum(len(w) for w in self._windows.values())
-        sides = 2 if references else 1
-        tokens = windows * s.context_length
-        work = eval_plan.work_seconds(q.geometry, q.recipe, tokens, s.context_length, hw, sides,
-                                      self.backend)  # fmt: skip
+        q = self.quantize
+        bounded = eval_plan.work_seconds(q.geometry, q.recipe, work, hw, self.backend)
         key = f"eval-{self.backend}"
         if not tasks_seconds:  # no lm-eval tasks this time: keep the last run's that had some
             tasks_seconds_kept = (timing.observed(key) or {}).get("tasks_seconds", 0.0)
@@ -336,7 +341,7 @@ class EvalStage(AfterQuantize):
             tasks_seconds_kept = tasks_seconds
         timing.record(
             key,
-            {"seconds": max(0.0, seconds - tasks_seconds - self._load_seconds - work),
+            {"seconds": max(0.0, seconds - tasks_seconds - self._load_seconds - bounded),
              "model": q.ref.name,
              "tasks_seconds": tasks_seconds_kept},
         )  # fmt: skip

@@ -5,14 +5,23 @@ windows of `context_length` tokens; the first token of each window is replaced b
 llama.cpp's perplexity does, and positions 1…n−1 are scored. The budget is in scored tokens.
 """
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch loads where windows are cut, not where they are only counted (plans)
+    import torch
 
 
-def windows(tokenizer, texts: list[str], context_length: int, max_tokens: int) -> torch.Tensor:
+def covering(context_length: int, max_tokens: int) -> int:
+    """The whole windows that cover a budget of `max_tokens` scored tokens (the texts allowing)."""
+    return -(-max_tokens // (context_length - 1))
+
+
+def windows(tokenizer, texts: list[str], context_length: int, max_tokens: int) -> "torch.Tensor":
+    import torch
+
     stream: list[int] = []
     eos = tokenizer.eos_token_id
-    per_window = context_length - 1
-    wanted = -(-max_tokens // per_window) * context_length  # whole windows covering the budget
+    wanted = covering(context_length, max_tokens) * context_length
     for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]:
         stream.extend(ids)
         if eos is not None:
@@ -28,7 +37,7 @@ def windows(tokenizer, texts: list[str], context_length: int, max_tokens: int) -
     return out
 
 
-def fingerprint(windows: torch.Tensor) -> dict:
+def fingerprint(windows: "torch.Tensor") -> dict:
     """What a reference key needs of the windows: their hash and shape."""
     import hashlib
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, cli, scratch
 from tests.e2e.conftest import needs_serving_env, results_path
 
 pytestmark = pytest.mark.slow
@@ -53,11 +53,11 @@ def _run(real_shape, settings_recipe, runs: Path, stages: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def chain(real_shape, settings_recipe, tmp_path_factory) -> dict:
-    runs = tmp_path_factory.mktemp("chain")
-    found = _run(real_shape, settings_recipe, runs, "eval")
-    assert {p.name for p in runs.iterdir()} == {found["run_dir"].parent.name}
-    return found
+def chain(real_shape, settings_recipe, tmp_path_factory):
+    with scratch(tmp_path_factory, "chain") as runs:
+        found = _run(real_shape, settings_recipe, runs, "eval")
+        assert {p.name for p in runs.iterdir()} == {found["run_dir"].parent.name}
+        yield found
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from pipeline.models.zoo import FAMILIES, shrunk_config
 from pipeline.planning import geometry
 from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize.artifact import tensors
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, cli, scratch
 from tests.e2e.quantize.same_tensors import differences
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,8 @@ def zoo(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def zoo_runs(tmp_path_factory):
-    return tmp_path_factory.mktemp("zoo-runs")
+    with scratch(tmp_path_factory, "zoo-runs") as runs:
+        yield runs
 
 
 def _short(name: str, folder: Path) -> str:

@@ -18,26 +18,35 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, cli, scratch
 from tests.e2e.quantize.same_tensors import differences
 
 pytestmark = pytest.mark.slow
 GIB = 2**30
 
 
+def _fp8(real_shape: Path, path: str, runs: Path) -> tuple[dict, Path]:
+    """(metrics, artifact folder) of an fp8 quantize on `path`."""
+    # fresh: a forked CLI's peak RSS is not a user's (tests/zygote.py)
+    result = cli("quantize", "--model", str(real_shape), "--recipe", "fp8", "--path", path,
+                 "--json", runs=runs, fresh=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    (stage,) = json.loads(result.stdout)["stages"]
+    return stage["metrics"], Path(stage["paths"]["artifact"])
+
+
 @pytest.fixture(scope="module")
-def fp8_runs(real_shape, tmp_path_factory) -> dict:
-    """fp8 on each path: {path: (metrics, artifact folder)}."""
+def fp8_runs(real_shape, tmp_path_factory):
+    """fp8 on each path: {path: (metrics, artifact folder)}, and the "differences" between their
+    tensors, taken as soon as both are written: then the oneshot folder goes (2.2 GB; a CI
+    host's disk may be short), the model-free one when the module ends."""
     found = {}
-    for path in ("model-free", "oneshot"):
-        runs = tmp_path_factory.mktemp(path)
-        # fresh: a forked CLI's peak RSS is not a user's (tests/zygote.py)
-        result = cli("quantize", "--model", str(real_shape), "--recipe", "fp8", "--path", path,
-                     "--json", runs=runs, fresh=True)  # fmt: skip
-        assert result.returncode == 0, result.stderr[-3000:]
-        (stage,) = json.loads(result.stdout)["stages"]
-        found[path] = (stage["metrics"], Path(stage["paths"]["artifact"]))
-    return found
+    with scratch(tmp_path_factory, "model-free") as kept:
+        found["model-free"] = _fp8(real_shape, "model-free", kept)
+        with scratch(tmp_path_factory, "oneshot") as runs:
+            found["oneshot"] = _fp8(real_shape, "oneshot", runs)
+            found["differences"] = differences(found["model-free"][1], found["oneshot"][1])
+        yield found
 
 
 def test_model_free_memory_follows_the_largest_shard(real_shape, fp8_runs):
@@ -63,7 +72,7 @@ def test_the_plan_is_within_25_percent_of_the_measured_peak(fp8_runs, path):
 
 
 def test_both_paths_write_the_same_tensors(fp8_runs):
-    assert differences(fp8_runs["model-free"][1], fp8_runs["oneshot"][1]) == []
+    assert fp8_runs["differences"] == []
 
 
 def test_model_free_holds_a_shard_where_oneshot_holds_the_model(fp8_runs):

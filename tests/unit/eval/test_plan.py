@@ -1,5 +1,6 @@
 """The eval stage's plan: the bound of its scoring (pipeline/eval/plan.py)."""
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -14,20 +15,35 @@ from pipeline.planning import geometry, gpus
 H100 = gpus.SPECS["H100-80GB"]
 
 
-def test_eval_work_is_the_prefill_bound_of_every_window_of_both_sides():
-    config = aliases.load_config(aliases.resolve("llama3-8b"))
-    fp8 = recipe.load("fp8")
-    # 8 windows of 512 a side: 2 forwards of 4 windows each
-    one = eval_plan.work_seconds(geometry.of(config), fp8, 8 * 512, 512, H100, sides=1)
-    step = bound.prefill(
-        geometry.of(config), bound.footprint(geometry.of(config), fp8), H100, 4, 512, "auto", 1
-    )
+def test_eval_work_is_the_prefill_bound_of_every_window_of_both_sides_and_the_floor():
+    """8 windows of 512 a side: 2 forwards of 4 windows each; the floor's 4 held-out windows of
+    the original again, 2 a forward (pipeline/eval/floor.py)."""
+    g, fp8 = geometry.of(aliases.load_config(aliases.resolve("llama3-8b"))), recipe.load("fp8")
+    one = eval_plan.work_seconds(g, fp8, eval_plan.Work(512, 8, 0), H100)
+    step = bound.prefill(g, bound.footprint(g, fp8), H100, 4, 512, "auto", 1)
     assert one == pytest.approx(2 * step.seconds)
-    both = eval_plan.work_seconds(geometry.of(config), fp8, 8 * 512, 512, H100)
-    original = bound.prefill(
-        geometry.of(config), bound.footprint(geometry.of(config)), H100, 4, 512, "auto", 1
-    )
+    both = eval_plan.work_seconds(g, fp8, eval_plan.Work(512, 8, 8), H100)
+    original = bound.prefill(g, bound.footprint(g), H100, 4, 512, "auto", 1)
     assert both == pytest.approx(one + 2 * original.seconds)
+    floored = eval_plan.work_seconds(g, fp8, eval_plan.Work(512, 8, 8, floor_windows=4), H100)
+    again = bound.prefill(g, bound.footprint(g), H100, 2, 512, "auto", 1)
+    assert floored == pytest.approx(both + 2 * again.seconds)
+
+
+def test_the_answers_cost_a_decode_step_a_token_a_batch_for_each_run_that_makes_them():
+    """The artifact's 40 answers at answers.BATCH (32 + 8), and where the original answers too,
+    its at BATCH and at FLOOR_BATCH (16 + 16 + 8): 2 or 7 batches of 64 decode steps each; a
+    70B's decode on an H100 reads its weights at every step, so the steps dominate."""
+    g = geometry.of(aliases.load_config(aliases.resolve("llama3-70b")))
+    fp8 = recipe.load("fp8")
+    asked = eval_plan.Work(512, 0, 0, prompt_tokens=(30,) * 40, new_tokens=64)
+    quantized = eval_plan.work_seconds(g, fp8, asked, H100)
+    both = eval_plan.work_seconds(g, fp8, dataclasses.replace(asked, original_answers=True), H100)
+    step = bound.decode(g, bound.footprint(g, fp8), H100, 32, 30 + 32, "auto", 1)
+    assert step.bound_by == "memory"
+    assert quantized == pytest.approx(2 * 64 * step.seconds, rel=0.05)
+    original = bound.decode(g, bound.footprint(g), H100, 16, 30 + 32, "auto", 1)
+    assert both - quantized == pytest.approx((2 + 3) * 64 * original.seconds, rel=0.05)
 
 
 def test_the_hf_cpu_bound_goes_with_the_threads_the_eval_will_get(monkeypatch):
@@ -39,9 +55,10 @@ def test_the_hf_cpu_bound_goes_with_the_threads_the_eval_will_get(monkeypatch):
     monkeypatch.setattr(eval_plan.host, "_path", lambda: Path("/nowhere"))
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    every = eval_plan.work_seconds(g, fp8, 8 * 512, 512, cpu)
+    work = eval_plan.Work(512, 8, 8)
+    every = eval_plan.work_seconds(g, fp8, work, cpu)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert eval_plan.host.threads() == (1, 4)
-    assert eval_plan.work_seconds(g, fp8, 8 * 512, 512, cpu) == pytest.approx(4 * every, rel=0.05)
+    assert eval_plan.work_seconds(g, fp8, work, cpu) == pytest.approx(4 * every, rel=0.05)
     monkeypatch.setenv("OMP_NUM_THREADS", "junk")  # torch ignores it too
     assert eval_plan.host.threads() == (4, 4)
