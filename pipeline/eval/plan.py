@@ -135,6 +135,9 @@ def _time(a: "Artifact", backend: str, s: EvalSettings) -> tuple[float | None, s
         what += f", 3 × {len(prompts)} answers of {new} tokens (the original's twice: the floor)"
     seconds_of_work = work_seconds(a.geometry, a.recipe, work, hw, backend)
     overhead = timing.observed(f"eval-{backend}")
+    if overhead:  # its setup, and its per-forward cost at this eval's forwards
+        per_forward = overhead.get("step_seconds", 0.0) * forwards(work)
+        overhead = overhead | {"seconds": overhead["seconds"] + per_forward}
     what += f" on {hw.name}"
     if hf_on_cpu(backend, hw):
         what += f", float32 at {HF_CPU_FORWARD_SHARE:.0%} of its probed matmul rate"
@@ -179,17 +182,32 @@ def work_seconds(g: Geometry, recipe, work: Work, hw, backend: str = "hf") -> fl
     return seconds + _answers_seconds(g, recipe, work, hw)
 
 
+def forwards(work: Work) -> int:
+    """The forward passes `work` takes: a batch of windows each, and each batch of answers a
+    forward per new token, the first its prefill (the count a per-forward overhead goes with)."""
+    scoring = [(work.windows, BATCH_WINDOWS), (work.original_windows, BATCH_WINDOWS),
+               (work.floor_windows, floor.FLOOR_BATCH)]  # fmt: skip
+    count = sum(math.ceil(windows / batch) for windows, batch in scoring)
+    return count + sum(math.ceil(len(work.prompt_tokens) / size) * work.new_tokens
+                       for _, size in _answer_runs(work))  # fmt: skip
+
+
+def _answer_runs(work: Work) -> list[tuple[str | None, int]]:
+    """(side, batch size) of each run of answers: None is the original."""
+    runs = [("artifact", answers.BATCH)] if work.prompt_tokens else []
+    if runs and work.original_answers:
+        runs += [(None, answers.BATCH), (None, answers.FLOOR_BATCH)]
+    return runs
+
+
 def _answers_seconds(g: Geometry, recipe, work: Work, hw) -> float:
     """The artifact's answers at answers.BATCH and, where the original's are made too, its at
     BATCH and FLOOR_BATCH (the floor); every answer to new_tokens (one that ends early ends its
     batch's steps only when all its rows have)."""
-    runs = [(recipe, answers.BATCH)] if work.prompt_tokens else []
-    if runs and work.original_answers:
-        runs += [(None, answers.BATCH), (None, answers.FLOOR_BATCH)]
     prompt = max(work.prompt_tokens, default=0)  # each batch left-padded to its longest: about
     prompts, seconds = len(work.prompt_tokens), 0.0
-    for side, size in runs:
-        fp = bound.footprint(g, side)
+    for side, size in _answer_runs(work):
+        fp = bound.footprint(g, recipe if side else None)
         for first in range(0, prompts, size):
             rows = min(size, prompts - first)
             seconds += bound.prefill(g, fp, hw, rows, prompt, "auto", 1).seconds

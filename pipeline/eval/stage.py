@@ -244,6 +244,7 @@ class EvalStage(AfterQuantize):
         backend = _backend(self.backend)
         s, splits = self.settings, list(self._windows)
         prompts = self._prompts() if s.generation.enabled else None
+        setup_seconds = time.monotonic() - started  # the windows and prompts: no model yet
         refs, missing, drift_floor, originals = self._references(backend, prompts)
         artifact = self.quantize.artifact_for(self.backend)
         online = (
@@ -281,7 +282,7 @@ class EvalStage(AfterQuantize):
             s.generation.max_new_tokens,
             not originals["cached"],
         )
-        self._record_overheads(time.monotonic() - started, tasks_seconds, made_now)
+        self._record_overheads(time.monotonic() - started, setup_seconds, tasks_seconds, made_now)
         results = EvalResults(
             model=self.quantize.ref.name,
             recipe=self.quantize.recipe.name,
@@ -325,15 +326,20 @@ class EvalStage(AfterQuantize):
             self._load_seconds += time.monotonic() - started
             self._load_cpu_seconds += time.process_time() - cpu_started
 
-    def _record_overheads(self, seconds: float, tasks_seconds: float, work: eval_plan.Work) -> None:
+    def _record_overheads(
+        self, seconds: float, setup_seconds: float, tasks_seconds: float, work: eval_plan.Work
+    ) -> None:
         """What this eval took beyond the bound of the work it did (eval_plan.Work: what of the
-        original was built now counts, what was cached does not): the chain plan's next estimate
-        (pipeline/perf/timing.py)."""
+        original was built now counts, what was cached does not), as the chain plan's next
+        estimate takes it (pipeline/perf/timing.py): its setup, and the rest a forward (a
+        batch's scoring, an answer's step: python and dispatch, which a small model's thousand
+        decode steps are made of and a large model's thirty are not)."""
         hw = host.here()
         if hw is None:
             return
         q = self.quantize
         bounded = eval_plan.work_seconds(q.geometry, q.recipe, work, hw, self.backend)
+        rest = seconds - setup_seconds - tasks_seconds - self._load_seconds - bounded
         key = f"eval-{self.backend}"
         if not tasks_seconds:  # no lm-eval tasks this time: keep the last run's that had some
             tasks_seconds_kept = (timing.observed(key) or {}).get("tasks_seconds", 0.0)
@@ -341,7 +347,8 @@ class EvalStage(AfterQuantize):
             tasks_seconds_kept = tasks_seconds
         timing.record(
             key,
-            {"seconds": max(0.0, seconds - tasks_seconds - self._load_seconds - bounded),
+            {"seconds": setup_seconds,
+             "step_seconds": max(0.0, rest) / max(1, eval_plan.forwards(work)),
              "model": q.ref.name,
              "tasks_seconds": tasks_seconds_kept},
         )  # fmt: skip

@@ -44,6 +44,10 @@ def test_the_answers_cost_a_decode_step_a_token_a_batch_for_each_run_that_makes_
     assert quantized == pytest.approx(2 * 64 * step.seconds, rel=0.05)
     original = bound.decode(g, bound.footprint(g), H100, 16, 30 + 32, "auto", 1)
     assert both - quantized == pytest.approx((2 + 3) * 64 * original.seconds, rel=0.05)
+    # a per-forward overhead goes with these: a small model's are its steps, not its bytes
+    assert eval_plan.forwards(asked) == 2 * 64
+    assert eval_plan.forwards(dataclasses.replace(asked, original_answers=True)) == 7 * 64
+    assert eval_plan.forwards(eval_plan.Work(512, 8, 8, floor_windows=4)) == 2 + 2 + 2
 
 
 def test_the_hf_cpu_bound_goes_with_the_threads_the_eval_will_get(monkeypatch):
