@@ -392,24 +392,14 @@ def _push_unit(store: transport.Store, rel: str, local: Path, if_unchanged: bool
     manifest = _local_manifest(local)
     files = _scan(local, record)
     for _ in range(COMMIT_TRIES):  # a commit that lost a race reads again and merges again
-        read = transport.read_pointer(store, rel)
-        if if_unchanged and read is not None and _digest(read.raw) != record.pointer:
-            return False
-        stored = _parse(store, rel, read.raw, quiet=True) if read is not None else None
-        committed = {**_kept(store, local, record, files, manifest, stored), **files}
-        named = {m["sha256"] for m in stored.files.values()} if stored else set()
-        unchecked = {i: m for i, m in files.items() if (store.root, m["sha256"]) not in _CHECKED
-                     or m["sha256"] not in named}  # fmt: skip
-        for inner, meta in sorted(unchecked.items()):  # the store's copy, never its file map
-            _ensure(store, local / inner, meta["sha256"], refresh=meta["sha256"] not in named)
-        body = _encode(manifest, committed)
-        if read is not None and _digest(body) == _digest(read.raw):
-            break  # stored as it is
         try:
-            transport.write_pointer(store, rel, body, read)  # last: the commit
-            break
+            body, committed, unchecked = _commit_once(store, rel, local, record, manifest, files,
+                                                      if_unchanged)  # fmt: skip
         except transport.Conflict:
             continue
+        if body is None:
+            return False
+        break
     else:
         raise StoreError(f"{store.shown()}: committing {rel}: {COMMIT_TRIES} other commits "
                          "replaced its manifest meanwhile; try again")  # fmt: skip
@@ -424,6 +414,31 @@ def _push_unit(store: transport.Store, rel: str, local: Path, if_unchanged: bool
     record.skipped = {k: v for k, v in record.skipped.items() if k in committed and k not in files}
     record.save(local)
     return True
+
+
+def _commit_once(
+    store: transport.Store, rel: str, local: Path, record: _Record, manifest: dict | None,
+    files: dict[str, dict], if_unchanged: bool,
+) -> tuple[bytes | None, dict, dict]:  # fmt: skip
+    """One try: the content the store lacks, then the manifest (transport.Conflict where
+    another commit landed first). (body, committed, unchecked); body None where if_unchanged
+    and another machine committed since this mirror synced."""
+    read = transport.read_pointer(store, rel)
+    if if_unchanged and read is not None and _digest(read.raw) != record.pointer:
+        return None, {}, {}
+    stored = _parse(store, rel, read.raw, quiet=True) if read is not None else None
+    committed = {**_kept(store, local, record, files, manifest, stored), **files}
+    named = {m["sha256"] for m in stored.files.values()} if stored else set()
+    unchecked = {i: m for i, m in files.items() if (store.root, m["sha256"]) not in _CHECKED
+                 or m["sha256"] not in named}  # fmt: skip
+    for inner, meta in sorted(unchecked.items()):  # the store's copy, never its file map
+        stored = _ensure(store, local / inner, meta["sha256"], refresh=meta["sha256"] not in named)
+        if stored != meta:  # written since the scan (a log still appended): what was stored
+            files[inner] = committed[inner] = unchecked[inner] = stored
+    body = _encode(manifest, committed)
+    if read is None or _digest(body) != _digest(read.raw):  # else stored as it is
+        transport.write_pointer(store, rel, body, read)  # last: the commit
+    return body, committed, unchecked
 
 
 def _kept(
@@ -485,17 +500,19 @@ def _local_manifest(local: Path) -> dict | None:
     return data
 
 
-def _ensure(store: transport.Store, path: Path, sha: str, refresh: bool) -> None:
+def _ensure(store: transport.Store, path: Path, sha: str, refresh: bool) -> dict:
     """Make the store hold `path`'s content under its hash, checked there (size, and MD5 where
     the store states one), not assumed from a manifest. refresh: an object no stored manifest
-    names is uploaded again when over half the GC's age (so no GC takes it then)."""
+    names is uploaded again when over half the GC's age (so no GC takes it then). The content
+    held: {"sha256", "size"} (stored_objects.upload: other than `sha` where the file was
+    written since it was hashed)."""
     key = store.object(sha)
     found = stored_objects.info(store.fs, key)
     if stored_objects.holds(found, path, store.root) and not (
         refresh and stored_objects.age_s(found) >= GC_MIN_AGE_S / 2
     ):
-        return
-    stored_objects.upload(store.fs, key, path, store.root)
+        return {"sha256": sha, "size": found["size"]}
+    return stored_objects.upload(store.fs, store.object, path, store.root, sha)
 
 
 def _info(store: transport.Store, sha: str) -> dict | None:

@@ -111,6 +111,31 @@ def test_a_same_size_rewrite_reaches_every_mirror(remote, tmp_path):
     assert len(objects) == 3  # a.json, and both weights: content is never overwritten
 
 
+def test_a_file_written_between_the_scan_and_its_upload_is_stored_as_its_hash_says(
+    remote, monkeypatch, tmp_path
+):
+    """A nightly cell commits the logs folder while a sibling cell still appends its log: the
+    commit scanned the log, then uploaded longer bytes under the shorter content's hash, and the
+    driver's pull refused the object ("holds other bytes"). The commit scans again instead."""
+    writer = tmp_path / "writer"
+    log = writer / REL / "other-cell.log"
+    write(writer, {"this-cell.log": b"done\n", "other-cell.log": b"step 1\n"}, None)
+    scan = objectstore._scan
+
+    def appended_after(local, record):
+        found = scan(local, record)
+        with log.open("ab") as f:  # the other cell's next line, once per scan
+            f.write(b"step n\n")
+        return found
+
+    monkeypatch.setattr(objectstore, "_scan", appended_after)
+    assert objectstore.push(remote, writer, REL)
+    reader = tmp_path / "reader"
+    objectstore.pull(remote, reader, REL)  # refused an object that is not its hash before
+    pulled = (reader / REL / "other-cell.log").read_bytes()
+    assert pulled.startswith(b"step 1\nstep n\n") and log.read_bytes().startswith(pulled)
+
+
 def test_a_reader_during_a_commit_gets_one_whole_version(remote, monkeypatch, tmp_path):
     """The reader pauses between its manifest and its objects while a writer commits: it still
     gets exactly the version whose manifest it read; its next pull, exactly the next one."""
