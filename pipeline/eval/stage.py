@@ -345,13 +345,12 @@ class EvalStage(AfterQuantize):
             tasks_seconds_kept = (timing.observed(key) or {}).get("tasks_seconds", 0.0)
         else:
             tasks_seconds_kept = tasks_seconds
-        timing.record(
-            key,
-            {"seconds": setup_seconds,
-             "step_seconds": max(0.0, rest) / max(1, eval_plan.forwards(work)),
-             "model": q.ref.name,
-             "tasks_seconds": tasks_seconds_kept},
-        )  # fmt: skip
+        measured = {"seconds": setup_seconds,
+                    "step_seconds": max(0.0, rest) / max(1, eval_plan.forwards(work)),
+                    "model": q.ref.name,
+                    "tasks_seconds": tasks_seconds_kept}  # fmt: skip
+        timing.record(key, measured)  # the newest, for a model never evaluated here
+        timing.record(f"{key}:{q.ref.name}", measured)  # this model's own: its layers, vocab
 
     def _references(self, backend, prompts: dict | None) -> tuple[dict, list[str], dict, dict]:
         """(references, the splits built now, the held-out noise floor, the original's answers

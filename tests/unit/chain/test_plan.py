@@ -166,6 +166,16 @@ def test_eval_and_serve_time_are_measured_overheads_plus_the_bound(capsys, monke
     assert plan["stages"]["eval"]["time_seconds"] == pytest.approx(bound_only + 30 + 20)
     serve = plan["stages"]["serve"]
     assert serve["time_seconds"] > 60 and "measured overheads (60 s, tiny)" in serve["time"]
+    # the model's own overheads first (they go with its layers), each forward's cost counted
+    timing.record("eval-hf:llama3-8b", {"seconds": 5.0, "step_seconds": 0.5, "model": "llama3-8b",
+                                        "tasks_seconds": 20.0})  # fmt: skip
+    _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
+                    "--recipe", "fp8")  # fmt: skip
+    eval_time = plan["stages"]["eval"]["time"]
+    assert "measured overheads" in eval_time and "llama3-8b)" in eval_time
+    added = plan["stages"]["eval"]["time_seconds"] - bound_only - 20
+    assert added > 5 + 0.5 * 10  # setup + its forwards: more than a few at the shipped settings
+    assert "where the original's side is cached" in eval_time
 
 
 def test_serve_dry_run_shows_each_sides_launch_with_the_parallel_sizes_asked(
