@@ -432,9 +432,9 @@ def _commit_once(
     unchecked = {i: m for i, m in files.items() if (store.root, m["sha256"]) not in _CHECKED
                  or m["sha256"] not in named}  # fmt: skip
     for inner, meta in sorted(unchecked.items()):  # the store's copy, never its file map
-        stored = _ensure(store, local / inner, meta["sha256"], refresh=meta["sha256"] not in named)
-        if stored != meta:  # written since the scan (a log still appended): what was stored
-            files[inner] = committed[inner] = unchecked[inner] = stored
+        held = _ensure(store, local / inner, meta["sha256"], refresh=meta["sha256"] not in named)
+        if held != meta:  # written since the scan (a log still appended): what was stored
+            files[inner] = committed[inner] = unchecked[inner] = held
     body = _encode(manifest, committed)
     if read is None or _digest(body) != _digest(read.raw):  # else stored as it is
         transport.write_pointer(store, rel, body, read)  # last: the commit
