@@ -11,6 +11,13 @@ Each command runs here with this environment's RUNS_DIR (cached stages print as 
 root reads `runs/` wherever it is. The dated line under each block is rewritten with it.
 tests/e2e/test_doc_samples.py runs the same commands in the test session and checks each block
 line by line, by each line's head (`shape`): a block stale in its wording or its lines fails.
+A command too costly to run there again (a serve, a publish) is checked by the test that already
+runs it (CHECKED_IN).
+
+An `<!-- excerpt: … -->` marker shows some of a command's lines (a `…` line stands for those
+left out): the test checks each shown line is one the command prints, in order; `make
+docs-samples` runs its command too (a later block may need what it made) and names it if it is
+stale, for an edit by hand.
 """
 
 import os
@@ -29,7 +36,21 @@ SAMPLE = re.compile(
     r"<!-- sample: (?P<argv>[^>]+?) -->\n```text\n(?P<body>.*?)```\n(?P<note><sub>[^\n]*</sub>\n)?",
     re.S,
 )
-NUMBER = re.compile(r"\d+(?:[.,:]\d+)*(?:e[+-]?\d+)?")
+EXCERPT = re.compile(r"<!-- excerpt: (?P<argv>[^>]+?) -->\n```text\n(?P<body>.*?)```\n", re.S)
+ANY_BLOCK = re.compile(  # either, in page order
+    r"<!-- (?P<kind>sample|excerpt): (?P<argv>[^>]+?) -->\n```text\n(?P<body>.*?)```\n"
+    r"(?P<note><sub>[^\n]*</sub>\n)?",
+    re.S,
+)
+# Commands whose blocks the test that already runs them checks (tests/e2e/test_doc_samples.py
+# checks that each of these tests names its command)
+CHECKED_IN = {
+    "serve --recipe fp8": "tests/e2e/serve/test_serve_stage.py",
+    "publish --recipe fp8 --repo acme/tiny-llama-fp8 --dry-run": (
+        "tests/e2e/publish/test_publish.py"
+    ),
+}
+NUMBER = re.compile(r"\d+(?:[.,:]\d+)*(?:e[+-]?\d+)?\+?")  # `c=16+`: 16 or more
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+(?:[+-]\d\d:\d\d|Z)?")
 HEAD_END = re.compile(r": |[(;]")
 FINGERPRINT = re.compile(r"\b[0-9a-f]{12,64}\b")  # a result folder's: differs by host
@@ -38,6 +59,60 @@ FINGERPRINT = re.compile(r"\b[0-9a-f]{12,64}\b")  # a result folder's: differs b
 def blocks(text: str) -> list[tuple[str, str]]:
     """(the command's arguments, the block's text) of each marked block."""
     return [(m["argv"], m["body"]) for m in SAMPLE.finditer(text)]
+
+
+def excerpts(text: str) -> list[tuple[str, str]]:
+    return [(m["argv"], m["body"]) for m in EXCERPT.finditer(text)]
+
+
+def block(argv: str) -> tuple[str, str, bool]:
+    """(page, the block's text, whether it is an excerpt) of the block marked with `argv`."""
+    for page in PAGES:
+        text = (REPO / page).read_text()
+        for found, body in blocks(text):
+            if found == argv:
+                return page, body, False
+        for found, body in excerpts(text):
+            if found == argv:
+                return page, body, True
+    raise KeyError(f"no block marked `{argv}` in {', '.join(PAGES)}")
+
+
+def mismatch(argv: str, stdout: str, runs_root: Path) -> str | None:
+    """Why the block marked `argv` is not what `stdout` (that command's) shows; None if it is."""
+    page, body, excerpt = block(argv)
+    now = cleaned(stdout, runs_root)
+    if shows(body, now, excerpt):
+        return None
+    shown, printed_now = _rows_once(shape(body)), _rows_once(shape(now))
+    return (
+        f"{page}: the block of `{argv}` shows\n  "
+        + "\n  ".join(shown)
+        + ("\nbut the command printed\n  " + "\n  ".join(printed_now))
+    )
+
+
+def shows(body: str, printed_now: str, excerpt: bool = False) -> bool:
+    """Whether a block shows what a command printed: the same lines by shape, a run of repeated
+    rows counted once; an excerpt's lines each found in order, `…` lines aside."""
+    shown, printed_rows = _rows_once(shape(body)), _rows_once(shape(printed_now))
+    if not excerpt:
+        return shown == printed_rows
+    rest = iter(printed_rows)  # `in` consumes the iterator up to the line found: in order
+    return all(line in rest for line in shown if not line.startswith("…"))
+
+
+def _rows_once(lines: list[str]) -> list[str]:
+    """A run of repeated rows (a row, or a group of up to 3, each per level or cell: their count
+    follows the settings) as one."""
+    out: list[str] = []
+    for line in lines:
+        out.append(line)
+        for k in (1, 2, 3):
+            if len(out) >= 2 * k and out[-k:] == out[-2 * k : -k]:
+                del out[-k:]
+                break
+    return out
 
 
 def cleaned(stdout: str, runs_root: Path) -> str:
@@ -82,21 +157,37 @@ def note() -> str:
     )
 
 
-def regenerate(text: str, runs_root: Path) -> str:
+def regenerate(text: str, runs_root: Path) -> tuple[str, list[str]]:
+    """The page with each sample printed again, every marked command run in page order (a later
+    block sees what the earlier ones left, as a reader following the page would); and the
+    excerpts no longer shown by their command, which are edited by hand."""
+    stale = []
+
     def again(m: re.Match) -> str:
         print(f"  pipeline {m['argv']}", flush=True)
         body = printed(m["argv"], runs_root)
+        if m["kind"] == "excerpt":
+            if not shows(m["body"], body, excerpt=True):
+                stale.append(m["argv"])
+            return m[0]
         return f"<!-- sample: {m['argv']} -->\n```text\n{body.rstrip()}\n```\n{note()}"
 
-    return SAMPLE.sub(again, text)
+    return ANY_BLOCK.sub(again, text), stale
 
 
 def main() -> None:
     runs_root = Runs.from_env().local
+    stale = []
     for page in PAGES:
         path = REPO / page
         print(f"{page}:", flush=True)
-        path.write_text(regenerate(path.read_text(), runs_root))
+        text, stale_here = regenerate(path.read_text(), runs_root)
+        path.write_text(text)
+        stale += [f"{page}: `{argv}`" for argv in stale_here]
+    if stale:
+        raise SystemExit(
+            "excerpts to edit by hand (a line shown is not printed):\n  " + "\n  ".join(stale)
+        )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from pipeline.core import environment, objectstore
+from pipeline.core import environment, objectstore, quiet
 from pipeline.core.checkpoints import Checkpoints
 from pipeline.core.errors import INTERRUPTED
 from pipeline.core.files import sha256_json
@@ -77,6 +77,7 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
     fingerprint = sha256_json(inputs)
     rundir = stage.rundir
     if force or not rundir.cached(stage.name, fingerprint):
+        _starting(stage)
         stage.before_work()  # its refusals leave nothing behind: no run dir is made before
     with rundir.lock():
         hit = None if force else rundir.cached(stage.name, fingerprint)
@@ -125,6 +126,16 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
         if stage.name in HISTORY_STAGES:
             rundir.prune(stage.name, KEEP_RESULTS)
     return entry, False
+
+
+def _starting(stage: Stage) -> None:
+    """A line on a user's terminal before a stage's checks and libraries load (llm-compressor's
+    import alone is ~7 s on 2 cores, before the stage's first bar). Terminals only: a log or a
+    program reading the output gets the stage's own lines, unchanged."""
+    out = quiet.terminal()
+    if out.isatty():
+        r = stage.rundir
+        print(f"{stage.name} {r.model_name} × {r.recipe_name}: starting", file=out, flush=True)
 
 
 def _as_left(root: Path, folder: str, outputs: dict[str, str]) -> dict[str, str]:

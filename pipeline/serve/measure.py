@@ -13,6 +13,7 @@ import json
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from pipeline.serve.server import Server, first_error
 MAX_MODEL_LEN = 4096  # default context when the recipe sets none: KV pools stay modest on CPU
 PERCENTILES = ("median", "p99")
 COUNTS = ("completed", "failed")  # summed over repeats; every other metric is their median
+FINISHED = "vllm:request_success_total"  # the engine's requests finished, whatever the reason
 
 
 @dataclass
@@ -133,8 +135,13 @@ def _bench_alternately(
             runs: dict[str, list[dict]] = {side.key: [] for side in sides}
             for r in range(s.repeats):
                 for side in sides if r % 2 == 0 else sides[::-1]:
-                    bar.set_postfix_str(f"{side.key} c={c} repeat {r + 1}/{s.repeats}")
-                    run = bench(worker, servers[side.key], side, c, r)
+                    now = f"{side.key} c={c} repeat {r + 1}/{s.repeats}"
+                    bar.set_postfix_str(now)
+
+                    def said(requests: str, now=now) -> None:  # a terminal's bar, not a log's
+                        bar.set_postfix_str(f"{now}: {requests}", refresh=bar.fp.isatty())
+
+                    run = bench(worker, servers[side.key], side, c, r, said)
                     runs[side.key].append({**run, "repeat": r, "sequence": sequence})
                     sequence += 1
                     bar.update()
@@ -220,7 +227,16 @@ class BenchWorker:
             )
 
 
-def bench(worker: BenchWorker, server: Server, side: Side, concurrency: int, repeat: int) -> dict:
+def bench(
+    worker: BenchWorker,
+    server: Server,
+    side: Side,
+    concurrency: int,
+    repeat: int,
+    said: Callable[[str], None] | None = None,
+) -> dict:
+    """One `vllm bench serve` run; `said` hears its requests finished so far (the server's own
+    counter), every few seconds: a run at concurrency 1 of a slow model lasts a minute."""
     s, out = side.settings, side.out
     prompts = num_prompts(s, concurrency)
     name = f"bench-c{concurrency}-r{repeat}"
@@ -244,13 +260,18 @@ def bench(worker: BenchWorker, server: Server, side: Side, concurrency: int, rep
         "--result-filename", f"{name}.json",
     ]  # fmt: skip
     before = server.metrics()
-    kv_peak = 0.0
+    finished_before = engine_facts.metric(before, FINISHED) or 0.0
+    kv_peak, last_said = 0.0, time.monotonic()
     done = worker.submit(argv, out / f"{name}.log")
     while not done.is_file():
         _check_alive(server, concurrency)
         worker.check_alive()
-        usage = engine_facts.metric(server.metrics(), "vllm:kv_cache_usage_perc")
-        kv_peak = max(kv_peak, usage or 0.0)
+        now = server.metrics()
+        kv_peak = max(kv_peak, engine_facts.metric(now, "vllm:kv_cache_usage_perc") or 0.0)
+        if said and time.monotonic() - last_said >= 3:
+            finished = (engine_facts.metric(now, FINISHED) or 0.0) - finished_before
+            said(f"{finished:.0f}/{prompts} requests")
+            last_said = time.monotonic()
         time.sleep(0.5)
     done.unlink()
     _check_alive(server, concurrency)

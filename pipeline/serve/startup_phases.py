@@ -20,7 +20,7 @@ PHASES = (
     ("init engine (profile, create kv cache, warmup model) took", "KV cache allocated, warmed up"),
     ("Starting vLLM server on", "serving"),
 )
-HEARTBEAT_S = 10.0
+HEARTBEAT_S = 8.0  # within the ~10 s a user waits before wondering (polled every ~0.5 s)
 
 
 class StartupPhases:

@@ -347,3 +347,48 @@ def test_vllm_backend_refuses_w4a16_where_its_kernels_are_missing(quantized, ses
         pytest.skip("needs a serving env whose vLLM lacks the W4A16 CPU kernel")
     result = cli("eval", "--recipe", "gptq", "--backend", "vllm", runs=session_runs)
     assert result.returncode == 4 and "no W4A16 GEMM" in result.stderr
+
+
+def test_ctrl_c_in_an_eval_is_one_line_exit_130_and_names_only_what_exists(quantized, tmp_path):
+    """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) while the eval
+    scores the original in a run root of its own: `interrupted` in one line, exit 130, the
+    entry recorded as such, every path every manifest names there."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pipeline.core.errors import INTERRUPTED
+
+    runs = tmp_path / "runs"
+    shutil.copytree(quantized("fp8"), runs / "tiny-llama" / "fp8")  # the artifact, no eval
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "eval", "--recipe", "fp8", "--backend", "hf"],
+        cwd=REPO,
+        env={**os.environ, "RUNS_DIR": str(runs)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's
+    )
+    manifest = runs / "tiny-llama" / "fp8" / "manifest.json"
+    deadline = time.monotonic() + 300
+    while "eval" not in json.loads(manifest.read_text())["stages"]:  # its entry: `running`
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "the eval never started"
+        time.sleep(0.2)
+    time.sleep(5)  # into its work: loading torch, scoring the original
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip().splitlines()[-1] == INTERRUPTED and "Traceback" not in err
+    for manifest in runs.glob("*/*/manifest.json"):
+        folder = manifest.parent
+        for name, entry in json.loads(manifest.read_text())["stages"].items():
+            if folder.name == "fp8" and name == "eval":
+                assert entry["status"] == "interrupted" and entry["error"] == INTERRUPTED
+            for path in entry["outputs"].values():
+                assert (folder / path).exists(), f"{manifest}: {name} names {path}"

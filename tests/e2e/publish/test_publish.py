@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from pipeline.cli import doc_samples
 from tests.conftest import REPO as REPO_DIR
 from tests.conftest import cli
 from tests.e2e.conftest import results_path
@@ -68,6 +69,8 @@ def _card(text: str):
 def test_dry_run_writes_a_complete_card_and_sends_nothing(published_run, session_runs, tmp_path):
     result = _publish(session_runs, tmp_path, "--repo", REPO, "--dry-run", token=None)
     assert result.returncode == 0, result.stderr
+    argv = "publish --recipe fp8 --repo acme/tiny-llama-fp8 --dry-run"  # jobs.md's block of it
+    assert not (why := doc_samples.mismatch(argv, result.stdout, session_runs)), why
     folder = published_run / "publish" / "dry-run"
     card = _card((folder / "README.md").read_text())
     eval_results = json.loads(results_path(published_run, "eval").read_text())

@@ -69,6 +69,16 @@ def test_engine_numbers_match_the_model_config(served_fp8, tiny_model):
     assert memory["checkpoint_bytes"]["ratio"] == pytest.approx(0.702, abs=0.005)
 
 
+@pytest.mark.cpu_host  # the block shows a CPU host's serve
+def test_the_docs_serve_block_is_what_serve_prints(served_fp8, session_runs):
+    """jobs.md's excerpt of `make serve MODEL=tiny-llama RECIPE=fp8` (its levels here: SWEEP's)."""
+    from pipeline.cli import doc_samples
+
+    printed = served_fp8[1].stdout
+    printed = printed[printed.index("serve tiny-llama") :]  # after the quantize's lines
+    assert not (why := doc_samples.mismatch("serve --recipe fp8", printed, session_runs)), why
+
+
 def test_benchmark_levels_are_complete_paired_and_interleaved(served_fp8):
     results, result = served_fp8
     # where the sides ran (planning/placement.py): up at once, so their runs pair

@@ -1,12 +1,14 @@
 """The one stage runner, on a stage that writes a file: cache by inputs, several results kept
 side by side, a failure recorded and nothing left that looks finished."""
 
+import io
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from pipeline.core import quiet
 from pipeline.core.files import sha256_json, staging_dir
 from pipeline.core.rundir import RunDir
 from pipeline.core.stage import execute
@@ -158,3 +160,23 @@ def test_an_interrupt_is_recorded_as_such_and_names_only_what_is_there(tmp_path,
     else:
         assert entry.outputs == {}
     assert s.rundir.cached("eval", sha256_json(s.inputs())) is None
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_hears_of_a_stage_before_its_checks_load_their_libraries(tmp_path, monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr(quiet, "terminal", lambda: terminal)
+    s = _stage(tmp_path)
+    s.before_work = lambda: s.checked.append(terminal.getvalue())  # what was said by then
+    execute(s)
+    assert s.checked == ["eval m × r: starting\n"]
+    execute(s)  # cached: nothing starts, nothing said
+    assert terminal.getvalue() == "eval m × r: starting\n"
+    pipe = io.StringIO()  # a log or a pipe: no extra line
+    monkeypatch.setattr(quiet, "terminal", lambda: pipe)
+    execute(_stage(tmp_path, setting="b"))
+    assert pipe.getvalue() == ""

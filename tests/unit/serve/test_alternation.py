@@ -9,7 +9,8 @@ from pipeline.serve import measure
 def test_each_level_alternates_a_b_then_b_a_and_keeps_the_runs(monkeypatch, tmp_path):
     order = []
 
-    def fake_bench(worker, server, side, concurrency, repeat):
+    def fake_bench(worker, server, side, concurrency, repeat, said):
+        said("0/8 requests")  # what a run says while it lasts
         order.append((concurrency, repeat, side.key))
         tok_s = 100.0 if side.key == "original" else 150.0
         return {"completed": 8, "duration_s": 1.0, "output_tok_s": tok_s + repeat,

@@ -1,0 +1,30 @@
+"""How a docs block is matched against what its command printed (pipeline/cli/doc_samples.py)."""
+
+from pipeline.cli.doc_samples import shows
+
+PRINTED = """serve tiny-llama × fp8: done; original model: served beside it
+  c  metric         original    quantized
+  1  out tok/s        153.33        27.80
+  1  TTFT p50 ms      147.62        69.75
+  4  out tok/s        210.90       107.20
+  4  TTFT p50 ms      441.73       142.83
+SLO: TTFT ≤ 1000 ms (levels measured: 1,4)
+  results   runs/tiny-llama/fp8/serve/<fingerprint>/results.json
+"""
+
+
+def test_figures_and_the_count_of_repeated_rows_may_differ_but_not_the_lines():
+    three_levels = PRINTED.replace(
+        "SLO", " 16  out tok/s   274.24   303.68\n 16  TTFT p50 ms   1,759   502.22\nSLO"
+    )
+    assert shows(three_levels, PRINTED)
+    assert not shows(PRINTED.replace("results ", "outcome "), PRINTED)
+    assert not shows(PRINTED + "  plot      runs/x.png\n", PRINTED)
+
+
+def test_an_excerpt_shows_some_lines_in_order_and_nothing_the_command_does_not_print():
+    excerpt = "serve tiny-llama × fp8: done\n  …  (the levels)\nSLO: TTFT ≤ 1000 ms\n"
+    assert shows(excerpt, PRINTED, excerpt=True)
+    backwards = "SLO: TTFT ≤ 1000 ms\nserve tiny-llama × fp8: done\n"
+    assert not shows(backwards, PRINTED, excerpt=True)
+    assert not shows("served tiny-llama: done\n", PRINTED, excerpt=True)
