@@ -24,6 +24,7 @@ def test_the_docs_sample_blocks_are_what_their_commands_print(evaluated, session
 
 
 def test_each_block_checked_elsewhere_is_checked_there():
+    assert doc_samples.CHECKED_IN  # the serve excerpt and the publish dry run
     for argv, test_file in doc_samples.CHECKED_IN.items():
         doc_samples.block(argv)  # the block is still marked
         source = (REPO / test_file).read_text()
