@@ -124,6 +124,14 @@ def source_sha(dataset: str, config_name: str | None, split: str, column: str) -
     return sha256_json(load_all(dataset, config_name, split, column))
 
 
+def hashed_offline(dataset: str, split: str) -> bool:
+    """Whether source_sha answers without loading a hub data set (the network, minutes)."""
+    if dataset in (DEFAULT, chat_docs.NAME) and split in corpus.SPLITS:
+        return True
+    path = Path(dataset).expanduser()
+    return _is_file_source(dataset, path) and path.is_file()
+
+
 def check_source(dataset: str, split: str, column: str, what: str) -> None:
     """What can be checked before any work, cheaply and offline: python-docs' split, a local
     file's existence, type, parse (the first bad JSONL line named) and column. A hub data set is

@@ -23,8 +23,12 @@ def name(model_identity: dict, settings: GenerationSettings, engine: dict, batch
     return f"answers-{sha256_json(made_of)[:16]}"
 
 
+def stored(folder: Path, name: str) -> Path:
+    return folder / f"{name}.json"
+
+
 def load(folder: Path, name: str) -> list[list[int]] | None:
-    path = folder / f"{name}.json"
+    path = stored(folder, name)
     return json.loads(path.read_text()) if path.is_file() else None
 
 
@@ -41,7 +45,7 @@ def make(backend, model, prompts: list[list[int]], settings: GenerationSettings,
 
 
 def save(folder: Path, name: str, made: list[list[int]]) -> None:
-    write_json_atomic(folder / f"{name}.json", made)
+    write_json_atomic(stored(folder, name), made)
 
 
 def drift(original: list, again: list, quantized: list, eos_ids: set[int],

@@ -22,8 +22,12 @@ def name(reference_key: str) -> str:
     return f"floor-{sha256_json([reference_key, FLOOR_BATCH])[:16]}"
 
 
+def stored(folder: Path, reference_key: str) -> Path:
+    return folder / f"{name(reference_key)}.json"
+
+
 def load(folder: Path, reference_key: str) -> dict | None:
-    path = folder / f"{name(reference_key)}.json"
+    path = stored(folder, reference_key)
     return json.loads(path.read_text()) if path.is_file() else None
 
 
@@ -38,7 +42,7 @@ def compute(backend, model, windows, ref: dict, reference_key: str, folder: Path
         offset += n
     summary = drift.summarize(drift.concat(parts))
     floor = {k: summary[k] for k in FIELDS} | {"batch_size": FLOOR_BATCH, "tokens": offset}
-    write_json_atomic(folder / f"{name(reference_key)}.json", floor)
+    write_json_atomic(stored(folder, reference_key), floor)
     return floor
 
 

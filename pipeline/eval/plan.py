@@ -17,6 +17,8 @@ from pipeline.config.recipe import EvalSettings
 from pipeline.core.stage_plan import Options, StagePlan, Upstream
 from pipeline.eval import answers, floor, policy, prompt_set
 from pipeline.eval import windows as windows_of
+from pipeline.eval.originals import Originals
+from pipeline.models import aliases
 from pipeline.perf import bound, host, timing
 from pipeline.planning import engine_plan
 from pipeline.planning.engine_plan import Traffic
@@ -118,45 +120,67 @@ def scoring_bytes(g: Geometry, s: EvalSettings) -> int:
 
 def _time(a: "Artifact", backend: str, s: EvalSettings) -> tuple[float | None, str]:
     """This host's measured eval overheads + the bound of scoring both sides and of their answers
-    (no torch: the host's rates only where something measured them)."""
+    (no torch: the host's rates only where something measured them). The figure given is the
+    one that applies: without the original's side where an earlier recipe's eval of this model
+    stored it here (original_cached), the other said beside it."""
     hw = host.here(measure=False)
     if hw is None:
         return None, "unknown: this host's rates are not measured yet (a serve measures them)"
     heldout = windows_of.covering(s.context_length, s.max_tokens)  # a split: held-out, calibration
     windows = 2 * heldout
-    work = Work(s.context_length, windows, windows, heldout)
+    full = Work(s.context_length, windows, windows, heldout)
     what = f"{windows} windows a side, the floor's {heldout}"
+    alone_what = f"the artifact's {windows} windows"
     if s.generation.enabled:
         prompts = [math.ceil(sum(len(m["content"]) for m in c) / CHARS_PER_TOKEN)
                    for c in prompt_set.load(s.generation)]  # fmt: skip
         new = s.generation.max_new_tokens
-        work = dataclasses.replace(work, prompt_tokens=tuple(prompts), new_tokens=new,
+        full = dataclasses.replace(full, prompt_tokens=tuple(prompts), new_tokens=new,
                                    original_answers=True)  # fmt: skip
         what += f", 3 × {len(prompts)} answers of {new} tokens (the original's twice: the floor)"
+        alone_what += f", its {len(prompts)} answers of {new} tokens"
+    alone = dataclasses.replace(full, original_windows=0, floor_windows=0, original_answers=False)
     # this model's own overheads where it was evaluated here (they go with its layers and its
     # vocabulary, not only with the forwards), else the newest eval's
     observed = timing.observed(f"eval-{backend}:{a.ref.name}") or timing.observed(f"eval-{backend}")
-    what += f" on {hw.name}"
+    on = f" on {hw.name}"
     if hf_on_cpu(backend, hw):
-        what += f", float32 at {HF_CPU_FORWARD_SHARE:.0%} of its probed matmul rate"
+        on += f", float32 at {HF_CPU_FORWARD_SHARE:.0%} of its probed matmul rate"
         used, probed = host.threads()
         if used < probed:
-            what += f" on {used} of the probe's {probed} threads (OMP_NUM_THREADS)"
-    seconds, how = timing.estimate(work_seconds(a.geometry, a.recipe, work, hw, backend),
-                                   _overhead(observed, work), what)  # fmt: skip
-    # a later recipe's eval of the same model finds the original's side cached
-    alone = dataclasses.replace(work, original_windows=0, floor_windows=0, original_answers=False)
-    cached, _ = timing.estimate(work_seconds(a.geometry, a.recipe, alone, hw, backend),
-                                _overhead(observed, alone), what)  # fmt: skip
-    later = f"~{timing.duration(cached)}"
+            on += f" on {used} of the probe's {probed} threads (OMP_NUM_THREADS)"
+    both, both_how = timing.estimate(work_seconds(a.geometry, a.recipe, full, hw, backend),
+                                     _overhead(observed, full), what + on)  # fmt: skip
+    one, one_how = timing.estimate(work_seconds(a.geometry, a.recipe, alone, hw, backend),
+                                   _overhead(observed, alone), alone_what + on)  # fmt: skip
+    tasks = one_tasks = ""
     if s.tasks and observed and observed["tasks_seconds"]:
-        seconds += observed["tasks_seconds"]
-        how += f" + lm-eval tasks as measured there ({observed['tasks_seconds']:.0f} s, a floor)"
-        later += " + the artifact's lm-eval tasks"
-    return seconds, (
-        f"~{timing.duration(seconds)}: {how}; loading the two models is not in it; {later} "
-        "where the original's side is cached (a later recipe's eval of this model)"
+        # the artifact's share where the eval measured it apart (older records: all of it)
+        artifact = observed.get("artifact_tasks_seconds") or observed["tasks_seconds"]
+        both, one = both + observed["tasks_seconds"], one + artifact
+        tasks = f" + lm-eval tasks as measured there ({observed['tasks_seconds']:.0f} s, a floor)"
+        one_tasks = f" + the artifact's lm-eval tasks as measured there ({artifact:.0f} s)"
+    if original_cached(a, s, backend):
+        return one, (
+            f"~{timing.duration(one)}: {one_how}{one_tasks}; the original's side is stored here "
+            "(an earlier recipe's eval of this model); loading the artifact is not in it; "
+            f"~{timing.duration(both)} where the original's side is not stored"
+        )
+    return both, (
+        f"~{timing.duration(both)}: {both_how}{tasks}; loading the two models is not in it; "
+        f"~{timing.duration(one)} where the original's side is stored (a later recipe's eval "
+        "of this model)"
     )
+
+
+def original_cached(a: "Artifact", s: EvalSettings, backend: str) -> bool | None:
+    """Whether the eval will find the original's side stored (Originals.all_stored); None
+    where the original's identity needs a build or a download first (a hub model)."""
+    identity = a.model_identity or aliases.identity_here(a.ref)
+    if not identity:
+        return None
+    folder = a.rundir.original / "reference"  # EvalStage.reference_dir
+    return Originals(identity, s, a.calibration, backend, folder).all_stored()
 
 
 def _overhead(observed: dict | None, work: "Work") -> dict | None:

@@ -13,7 +13,7 @@ import torch
 
 from pipeline.config.recipe import EvalSettings
 from pipeline.core import progress
-from pipeline.eval import drift
+from pipeline.eval import drift, reference_key
 
 
 def bytes_per_token(ref: dict[str, torch.Tensor]) -> float:
@@ -22,12 +22,12 @@ def bytes_per_token(ref: dict[str, torch.Tensor]) -> float:
 
 
 def load(folder: Path, name: str) -> dict | None:
-    path = folder / f"{name}.pt"
+    path = reference_key.stored(folder, name)
     return torch.load(path) if path.is_file() else None
 
 
 def save(folder: Path, name: str, ref: dict) -> None:
-    path = folder / f"{name}.pt"
+    path = reference_key.stored(folder, name)
     # hidden while written: another process committing this folder to an object store (cells
     # of one model share its reference) skips it, as it skips every temporary file here
     tmp = folder / f".{name}.pt.tmp-{os.getpid()}"

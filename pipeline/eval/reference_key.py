@@ -26,6 +26,11 @@ def key(model_identity: dict, windows: dict, settings: EvalSettings, engine: dic
     return sha256_json(parts)[:16]
 
 
+def stored(folder: Path, name: str) -> Path:
+    """A stored reference's file (pipeline/eval/reference.py writes it)."""
+    return folder / f"{name}.pt"
+
+
 def lock(folder: Path, what: object):
     """The lock of one reference (or one set of task scores) in the folder: two evals that need
     the same one wait for each other; two that need different ones (other settings, tasks) do

@@ -27,7 +27,6 @@ from pipeline.core.stage import Verdict
 from pipeline.data import texts
 from pipeline.eval import (
     answers,
-    engine_identity,
     floor,
     generation,
     prompt_set,
@@ -38,13 +37,13 @@ from pipeline.eval import plan as eval_plan
 from pipeline.eval import policy as eval_policy
 from pipeline.eval import results as eval_results
 from pipeline.eval.gates import check_gates
+from pipeline.eval.originals import SPLITS, Originals
 from pipeline.eval.results import EvalResults
 from pipeline.perf import host, timing
 
 # Deferred imports: the backends, drift and reference import torch: torch loads only when there is
 # scoring to do (a cached eval answers in under a second)
 
-SPLITS = ("heldout", "calibration")
 TOKENS = "tokens.pt"
 LIBRARIES = ("transformers", "torch", "compressed-tensors", "lm_eval")
 
@@ -136,11 +135,6 @@ class EvalStage(AfterQuantize):
             return texts.load_all(cal.dataset, cal.config_name, cal.split, "messages", tokenizer)
         return texts.load_all(cal.dataset, cal.config_name, cal.split, cal.text_column)
 
-    def _source_sha(self, split: str) -> str:
-        s = self.settings if split == "heldout" else self.quantize.calibration
-        column = "messages" if split != "heldout" and s.chat_template else s.text_column
-        return texts.source_sha(s.dataset, s.config_name, s.split, column)
-
     def _tokenize(self) -> None:
         """Token windows of both splits (transformers and torch: seconds of imports, so only
         when the stage works or its window fingerprints are not remembered yet)."""
@@ -163,20 +157,18 @@ class EvalStage(AfterQuantize):
         reference_key.remember(self._window_source(), prints)
         self._set_keys(prints)
 
+    @property
+    def originals(self) -> Originals:
+        """The original's side: what of it this eval stores and finds again."""
+        q = self.quantize
+        return Originals(q.model_identity, self.settings, q.calibration, self.backend,
+                         self.reference_dir)  # fmt: skip
+
     def _window_source(self) -> list:
-        """What the windows are made from: the model (its tokenizer), the texts, their sizes."""
-        s = self.settings
-        texts_sha = {split: self._source_sha(split) for split in SPLITS}
-        return [self.quantize.model_identity, texts_sha, s.context_length, s.max_tokens]
+        return self.originals.window_source()
 
     def _set_keys(self, prints: dict) -> None:
-        q, s = self.quantize, self.settings
-        # the device, dtype and build too: a CPU float32 reference is not a GPU bf16 one
-        engine = engine_identity.identity(self.backend)
-        self._keys = {
-            split: reference_key.key(q.model_identity, fp, s, engine)
-            for split, fp in prints.items()
-        }
+        self._keys = self.originals.keys(prints)
 
     def inputs(self) -> dict:
         if not self._keys:
@@ -258,6 +250,7 @@ class EvalStage(AfterQuantize):
         tasks_started = time.monotonic()
         # hf: lm-eval scores this very model object; then it goes before the original loads
         quantized_scores = self._quantized_scores(model) if s.tasks else None
+        artifact_tasks_seconds = time.monotonic() - tasks_started if s.tasks else 0.0
         del model
         _release_memory()  # before the original loads for its task scores
         summary = {}
@@ -282,7 +275,8 @@ class EvalStage(AfterQuantize):
             s.generation.max_new_tokens,
             not originals["cached"],
         )
-        self._record_overheads(time.monotonic() - started, setup_seconds, tasks_seconds, made_now)
+        self._record_overheads(time.monotonic() - started, setup_seconds,
+                               (tasks_seconds, artifact_tasks_seconds), made_now)  # fmt: skip
         results = EvalResults(
             model=self.quantize.ref.name,
             recipe=self.quantize.recipe.name,
@@ -327,7 +321,7 @@ class EvalStage(AfterQuantize):
             self._load_cpu_seconds += time.process_time() - cpu_started
 
     def _record_overheads(
-        self, seconds: float, setup_seconds: float, tasks_seconds: float, work: eval_plan.Work
+        self, seconds: float, setup_seconds: float, tasks: tuple[float, float], work: eval_plan.Work
     ) -> None:
         """What this eval took beyond the bound of the work it did (eval_plan.Work: what of the
         original was built now counts, what was cached does not), as the chain plan's next
@@ -337,18 +331,18 @@ class EvalStage(AfterQuantize):
         hw = host.here()
         if hw is None:
             return
+        tasks_seconds, artifact_tasks_seconds = tasks  # lm-eval's: all of it, the artifact's
         q = self.quantize
         bounded = eval_plan.work_seconds(q.geometry, q.recipe, work, hw, self.backend)
         rest = seconds - setup_seconds - tasks_seconds - self._load_seconds - bounded
         key = f"eval-{self.backend}"
+        kept = {"tasks_seconds": tasks_seconds, "artifact_tasks_seconds": artifact_tasks_seconds}
         if not tasks_seconds:  # no lm-eval tasks this time: keep the last run's that had some
-            tasks_seconds_kept = (timing.observed(key) or {}).get("tasks_seconds", 0.0)
-        else:
-            tasks_seconds_kept = tasks_seconds
+            last = timing.observed(key) or {}
+            kept = {name: last.get(name, 0.0) for name in kept}
         measured = {"seconds": setup_seconds,
                     "step_seconds": max(0.0, rest) / max(1, eval_plan.forwards(work)),
-                    "model": q.ref.name,
-                    "tasks_seconds": tasks_seconds_kept}  # fmt: skip
+                    "model": q.ref.name} | kept  # fmt: skip
         timing.record(key, measured)  # the newest, for a model never evaluated here
         timing.record(f"{key}:{q.ref.name}", measured)  # this model's own: its layers, vocab
 
@@ -357,14 +351,14 @@ class EvalStage(AfterQuantize):
         by batch size): the original loads once for whichever of them is not cached."""
         from pipeline.eval import reference
 
-        names = {split: f"{split}-{key}" for split, key in self._keys.items()}
+        names = Originals.reference_names(self._keys)
         folder, heldout_key = self.reference_dir, self._keys["heldout"]
         with reference_key.lock(folder, names):
             refs = {split: reference.load(folder, names[split]) for split in names}
             missing = [split for split in names if refs[split] is None]
             drift_floor = floor.load(folder, heldout_key)
             floor_cached = drift_floor is not None
-            made = {b: answers.load(folder, n) for b, n in self._answer_names(prompts).items()}
+            made = {b: answers.load(folder, n) for b, n in self.originals.answer_names().items()}
             answers_cached = None not in made.values()
             if missing or not floor_cached or None in made.values():
                 original = self._load(backend, self.quantize.model_path)
@@ -386,18 +380,10 @@ class EvalStage(AfterQuantize):
             made | {"cached": answers_cached},
         )
 
-    def _answer_names(self, prompts: dict | None) -> dict[int, str]:
-        if prompts is None:
-            return {}
-        q, engine = self.quantize, engine_identity.identity(self.backend)
-        g = self.settings.generation
-        return {b: answers.name(q.model_identity, g, engine, b)
-                for b in (answers.BATCH, answers.FLOOR_BATCH)}  # fmt: skip
-
     def _original_answers(self, backend, original, prompts: dict | None, made: dict) -> dict:
         """The original's answers at each batch size not cached yet, saved beside the
         reference."""
-        names = self._answer_names(prompts)
+        names = self.originals.answer_names()
         needed = [batch for batch, found in made.items() if found is None]
         if needed:
             runs = answers.make(backend, original, prompts["ids"], self.settings.generation,

@@ -8,7 +8,7 @@ from pathlib import Path
 from pipeline.core.errors import UserError, clip
 from pipeline.core.files import exists, hash_folder, is_file
 from pipeline.models import hub_access, integrity
-from pipeline.models.tiny.build import ensure
+from pipeline.models.tiny.build import cached_path, ensure
 from pipeline.models.tiny.spec import CONFIG
 
 TINY = "tiny-llama"
@@ -100,9 +100,9 @@ def materialize(ref: ModelRef) -> tuple[Path, dict]:
 
     if ref.source == "tiny":
         path = ensure()
-        return path, {"name": TINY, "content_sha256": hash_folder(path)}
+        return path, _identity(ref, path)
     if ref.source == "local":
-        return ref.path, {"path": str(ref.path), "content_sha256": hash_folder(ref.path)}
+        return ref.path, _identity(ref, ref.path)
     hub_access.reach(ref.hub_id)
     try:
         from huggingface_hub import snapshot_download
@@ -117,6 +117,22 @@ def materialize(ref: ModelRef) -> tuple[Path, dict]:
     except Exception as e:  # offline, gated, unknown: one line with the next step
         raise hub_access.failure(e, ref.hub_id, "download") from None
     return path, {"id": ref.hub_id, "revision": path.name}
+
+
+def identity_here(ref: ModelRef) -> dict | None:
+    """materialize's identity where nothing is built or downloaded for it (a plan's): a local
+    folder's, tiny-llama's once built; else None."""
+    if ref.source == "local":
+        return _identity(ref, ref.path)
+    if ref.source == "tiny" and (cached_path() / "build.json").is_file():
+        return _identity(ref, cached_path())
+    return None
+
+
+def _identity(ref: ModelRef, path: Path) -> dict:
+    if ref.source == "tiny":
+        return {"name": TINY, "content_sha256": hash_folder(path)}
+    return {"path": str(ref.path), "content_sha256": hash_folder(path)}
 
 
 def header(ref: "ModelRef", identity: dict) -> dict:

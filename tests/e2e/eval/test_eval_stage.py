@@ -69,7 +69,13 @@ def test_rerun_reuses_results_and_other_recipes_reuse_the_reference(evaluated, s
     evaluated("gptq")
     again = cli("eval", "--recipe", "gptq", "--backend", "hf", runs=session_runs)
     assert again.returncode == 0 and "cached" in again.stdout
-    results, _ = evaluated("w4a16-rtn")  # after gptq, same backend: the reference is on disk
+    # after gptq, same backend: the reference is on disk, and the plan's time is the one without
+    # the original's side (the full one said beside it)
+    dry = cli("eval", "--recipe", "w4a16-rtn", "--backend", "hf", "--dry-run", "--json",
+              runs=session_runs)  # fmt: skip
+    planned = json.loads(dry.stdout)["stages"]["eval"]
+    assert "the original's side is stored here" in planned["time"], planned["time"]
+    results, _ = evaluated("w4a16-rtn")
     assert all(results["splits"][s]["reference_cached"] for s in ("heldout", "calibration"))
     (task,) = evaluated("fp8")[0]["tasks"]  # same task: the original's score is on disk
     assert task["original_cached"]

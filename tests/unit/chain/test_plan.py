@@ -175,7 +175,7 @@ def test_eval_and_serve_time_are_measured_overheads_plus_the_bound(capsys, monke
     assert "measured overheads" in eval_time and "llama3-8b)" in eval_time
     added = plan["stages"]["eval"]["time_seconds"] - bound_only - 20
     assert added > 5 + 0.5 * 10  # setup + its forwards: more than a few at the shipped settings
-    assert "where the original's side is cached" in eval_time
+    assert "where the original's side is stored" in eval_time  # nothing stored: the full figure
 
 
 def test_serve_dry_run_shows_each_sides_launch_with_the_parallel_sizes_asked(
