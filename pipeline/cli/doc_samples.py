@@ -22,6 +22,7 @@ stale, for an edit by hand.
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from datetime import date
@@ -49,8 +50,16 @@ CHECKED_IN = {
     "publish --recipe fp8 --repo acme/tiny-llama-fp8 --dry-run": (
         "tests/e2e/publish/test_publish.py"
     ),
+    "publish --recipe fp8 --repo file:///tmp/published/tiny-llama-fp8": (
+        "tests/e2e/publish/test_publish.py"  # its own folder shown as the page's
+    ),
+    # the shipped matrix with its cells cached, gptq's not served (as on an AVX2 host)
+    "nightly --executor ray": "tests/e2e/nightly/test_nightly.py",
+    "report": "tests/e2e/nightly/test_nightly.py",
 }
 NUMBER = re.compile(r"\d+(?:[.,:]\d+)*(?:e[+-]?\d+)?\+?")  # `c=16+`: 16 or more
+DURATION = re.compile(r"\d+(?:\.\d+)? (?:s|min|h)\b")  # its unit follows its size: a figure too
+RUN_ID = re.compile(r"\b\d{8}T\d{6}-[0-9a-f]{6}\b")  # a nightly run's (nightly/store/holding.py)
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+(?:[+-]\d\d:\d\d|Z)?")
 HEAD_END = re.compile(r": |[(;]")
 FINGERPRINT = re.compile(r"\b[0-9a-f]{12,64}\b")  # a result folder's: differs by host
@@ -116,9 +125,16 @@ def _rows_once(lines: list[str]) -> list[str]:
 
 
 def cleaned(stdout: str, runs_root: Path) -> str:
-    """What a block shows of a command's stdout: the run root as `runs/`, a result folder's
-    fingerprint as `<fingerprint>` (it differs by host, and reads like a commit hash)."""
-    text = stdout.replace(f"{runs_root.resolve()}/", "runs/").replace(f"{runs_root}/", "runs/")
+    """What a block shows of a command's stdout: the run root as `runs`, the home folder as
+    `~`, this host's name as `<host>`, a Ray node's id as `<node id>` and a result folder's
+    fingerprint as `<fingerprint>` (each differs by host; a fingerprint reads like a commit
+    hash)."""
+    text = stdout
+    for root in {str(runs_root.resolve()), str(runs_root)}:
+        text = re.sub(re.escape(root) + r"(?![\w.-])", "runs", text)
+    text = re.sub(re.escape(str(Path.home())) + r"(?=/)", "~", text)
+    text = re.sub(rf"\b{re.escape(socket.gethostname())}/", "<host>/", text)
+    text = re.sub(r"<host>/[0-9a-f]{12}\b", "<host>/<node id>", text)  # a Ray node's, cut
     return re.sub(r"/[0-9a-f]{16}/", "/<fingerprint>/", text)
 
 
@@ -128,7 +144,8 @@ def shape(text: str) -> list[str]:
     figure, date and column width left out."""
     lines = []
     for line in text.strip().splitlines():
-        line = NUMBER.sub("#", FINGERPRINT.sub("<fp>", TIMESTAMP.sub("<time>", line)))
+        line = RUN_ID.sub("<run id>", TIMESTAMP.sub("<time>", line))
+        line = NUMBER.sub("#", DURATION.sub("<duration>", FINGERPRINT.sub("<fp>", line)))
         head = HEAD_END.split(line, maxsplit=1)[0]
         lines.append(" ".join(head.split()))
     return lines
@@ -142,9 +159,15 @@ def printed(argv: str, runs_root: Path) -> str:
         text=True,
         env={**os.environ, "RUNS_DIR": str(runs_root)},
     )
-    if done.returncode not in (0, 3):  # 3: a gate's verdict is output like any other
+    if not printed_as_output(argv, done.returncode):
         raise SystemExit(f"`pipeline {argv}` exited {done.returncode}: {done.stderr[-2000:]}")
     return cleaned(done.stdout, runs_root)
+
+
+def printed_as_output(argv: str, code: int) -> bool:
+    """Whether a command's exit code leaves its output a sample: 0, a gate's verdict (3), or
+    a dry run's refusal on this host (4: the plan is printed all the same, a small disk's)."""
+    return code in (0, 3) or (code == 4 and "--dry-run" in argv.split())
 
 
 def note() -> str:

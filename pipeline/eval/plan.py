@@ -260,12 +260,10 @@ def _answers_seconds(g: Geometry, recipe, work: Work, hw) -> float:
 def _as_computed(hw, backend: str):
     """`hw` as the backend computes on it: the hf backend on a CPU (hf_on_cpu) computes in
     float32: twice the bytes of bf16 weights, at the share of float32's matmul rate its forward
-    reaches (HF_CPU_FORWARD_SHARE), on the threads its process gets (a matmul's rate goes with
-    its threads)."""
+    reaches (HF_CPU_FORWARD_SHARE), on the threads its process gets (host.float32_rate)."""
     if not hf_on_cpu(backend, hw):
         return hw
-    used, probed = host.threads()
-    rate = hw.peak_flops["fp32"] * HF_CPU_FORWARD_SHARE * used / probed
+    rate = host.float32_rate(hw, *host.threads()) * HF_CPU_FORWARD_SHARE
     return dataclasses.replace(hw, bytes_s=hw.bytes_s / 2, peak_flops={"bf16": rate})
 
 

@@ -23,7 +23,7 @@ from pipeline.planning.gpus import Hardware
 REPEATS = 5
 SIZE = 2**30  # bytes streamed per bandwidth repeat: well past any CPU cache
 MATMUL = 2048
-PROBE = "cpu-time"  # how a repeat is timed: rates probed otherwise are probed again
+PROBE = "cpu-time, one thread too"  # what the probe measures: older rates are probed again
 
 
 def hardware(measure: bool = True) -> Hardware | None:
@@ -37,7 +37,11 @@ def hardware(measure: bool = True) -> Hardware | None:
         memory_bytes=rates["memory_bytes"],
         bytes_s=rates["bytes_s"],
         # fp32: absent from rates measured before it was (the eval bound then uses bf16's)
-        peak_flops={"bf16": rates["flops_s"], "fp32": rates.get("flops_s_float32")},
+        peak_flops={
+            "bf16": rates["flops_s"],
+            "fp32": rates.get("flops_s_float32"),
+            "fp32_thread": rates.get("flops_s_float32_thread"),
+        },  # fmt: skip
         link_bytes_s=0.0,
         source=f"measured {rates['measured']} (pipeline/perf/host.py)",
     )
@@ -76,6 +80,17 @@ def threads() -> tuple[int, int]:
     return min(used, probed), probed
 
 
+def float32_rate(hw: Hardware, used: int, probed: int) -> float:
+    """The float32 matmul rate on `used` of the probe's threads: its one-thread rate times the
+    threads, up to the all-threads rate. Not a share of the all-threads rate: two vCPUs are
+    often one core's two hyperthreads, which share its FMA units, and one thread alone then
+    gets nearly all of the core (without a one-thread probe: that share)."""
+    whole, one = hw.peak_flops["fp32"], hw.peak_flops.get("fp32_thread")
+    if used >= probed:
+        return whole
+    return min(whole, one * used) if one else whole * used / probed
+
+
 def _measure() -> dict:
     import torch
 
@@ -88,9 +103,12 @@ def _measure() -> dict:
     flops = _matmul_rate(torch, fastest, MATMUL)
     # the hf eval computes in float32 on CPUs: with AMX, bf16 runs ~5x faster than that
     fp32 = flops if fastest is torch.float32 else _matmul_rate(torch, torch.float32, MATMUL)
+    torch.set_num_threads(1)  # a test worker's process computes on one (float32_rate)
+    fp32_thread = _matmul_rate(torch, torch.float32, MATMUL)
+    torch.set_num_threads(threads)
     return {"bytes_s": _bandwidth(torch), "flops_s": flops, "threads": threads,
             "matmul_dtype": str(fastest).removeprefix("torch."),
-            "flops_s_float32": fp32}  # fmt: skip
+            "flops_s_float32": fp32, "flops_s_float32_thread": fp32_thread}  # fmt: skip
 
 
 def _matmul_rate(torch, dtype, n: int) -> float:

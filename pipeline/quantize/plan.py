@@ -212,7 +212,9 @@ def render(plan: dict) -> str:
         + (f" (assumed: {', '.join(plan['assumed'])})" if plan.get("assumed") else ""),
     ]
     if fit := plan.get("host_fit"):
-        lines.append(f"this host    {'fits' if fit == 'fits' else 'would refuse (exit 4): ' + fit}")
+        # its memory only: the disk is judged below, beside the files
+        said = "fits in memory" if fit == "fits" else f"would refuse (exit 4): {fit}"
+        lines.append(f"this host    {said}")
     return "\n".join(lines)
 
 

@@ -1,7 +1,7 @@
 """Nightly jobs on tiny-llama: the default matrix twice (the second compares with the first), a
 deliberately worse cell flagged with exit 1, an interrupted run resumed, the report's plots,
-two writers on one SQLite store, two drivers on one PostgreSQL store, and the Ray executor on a
-local Ray (CPU)."""
+two writers on one SQLite store, two drivers on one PostgreSQL store; the default matrix's first
+run on a local Ray (CPU), as docs/jobs.md shows it."""
 
 import json
 import os
@@ -13,6 +13,7 @@ import time
 import pytest
 import yaml
 
+from pipeline.cli import doc_samples
 from pipeline.core.rundir import RunDir
 from tests.conftest import REPO, cli
 from tests.e2e.conftest import SWEEP_SETTINGS, results_path
@@ -48,7 +49,8 @@ def default_twice(quantized, evaluated, served_fp8, session_runs, tmp_path_facto
     folder = tmp_path_factory.mktemp("nightly")
     matrix = _matrix(folder, cells=NO_GPTQ_SERVE)
     db = f"sqlite:///{folder}/nightly.db"
-    first = _nightly(session_runs, db, "--matrix", matrix)
+    assert not os.environ.get("RAY_ADDRESS")  # unset: a local Ray on this machine's CPUs
+    first = _nightly(session_runs, db, "--matrix", matrix, "--executor", "ray")  # jobs.md's
     second = _nightly(session_runs, db, "--matrix", matrix)
     return db, first, second
 
@@ -63,6 +65,10 @@ def test_default_matrix_runs_and_the_second_run_compares(default_twice, served_f
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert first.stdout.count("first run") == 2
+    # the first night ran each cell as a Ray task, as jobs.md shows it; the second in-process
+    argv = "nightly --executor ray"
+    assert not (why := doc_samples.mismatch(argv, first.stdout, session_runs)), why
+    assert "executor ray" in first.stdout and "executor local" in second.stdout
     store = Store(db)
     runs = store.run_ids()
     assert len(runs) == 2 and all(r["ended"] for r in runs)
@@ -96,6 +102,8 @@ def test_report_writes_html_and_plots(default_twice, session_runs, tmp_path):
     db, _, _ = default_twice
     result = cli("report", "--db", db, "--out", str(tmp_path / "reports"), runs=session_runs)
     assert result.returncode == 0, result.stderr[-2000:]
+    shown = result.stdout.replace(str(tmp_path / "reports"), "reports")
+    assert not (why := doc_samples.mismatch("report", shown, session_runs)), why
     (day,) = (tmp_path / "reports").iterdir()
     html = (day / "index.html").read_text()
     for png in ("pareto.png", "cost.png", "throughput.png", "history.png"):
@@ -167,33 +175,6 @@ def test_interrupted_run_resumes_where_it_stopped(quantized, session_runs, tmp_p
     assert f"nightly run {run['id']} (resumed, 1 cells already recorded): 1 cells" in resumed.stdout
     (again,) = store.run_ids()
     assert again["ended"] and len(store.cells_of(run["id"])) == 2
-
-
-def test_ray_executor_on_a_local_ray(quantized, session_runs, tmp_path):
-    quantized("fp8")
-    db = f"sqlite:///{tmp_path}/ray.db"
-    matrix = _matrix(tmp_path, recipes=["fp8"], stages=["quantize"])
-    assert not os.environ.get("RAY_ADDRESS")  # unset: a local Ray on this machine's CPUs
-    result = cli(
-        "nightly",
-        "--db",
-        db,
-        "--matrix",
-        matrix,
-        "--executor",
-        "ray",
-        runs=session_runs,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "executor ray" in result.stdout
-    from pipeline.nightly.store import Store
-
-    store = Store(db)
-    (run,) = store.run_ids()
-    (cell,) = store.cells_of(run["id"])
-    assert cell["status"] == "ok" and cell["stages"] == {"quantize": "done"}
-    assert store.metrics_of(run["id"], "tiny-llama", "fp8")["checkpoint_bytes"].value > 0
 
 
 def test_bad_matrix_is_one_line_exit_2(tmp_path):

@@ -126,6 +126,9 @@ def test_publish_to_a_file_target_and_again(published_run, session_runs, tmp_pat
     dest = tmp_path / "hub" / "acme" / "tiny-llama-fp8"
     first = _publish(session_runs, tmp_path, "--repo", f"file://{dest}")
     assert first.returncode == 0, first.stderr
+    argv = "publish --recipe fp8 --repo file:///tmp/published/tiny-llama-fp8"  # jobs.md's block
+    shown = first.stdout.replace(str(dest), "/tmp/published/tiny-llama-fp8")
+    assert not (why := doc_samples.mismatch(argv, shown, session_runs)), why
     artifact = published_run / "artifact"
     for f in artifact.iterdir():
         assert (dest / f.name).read_bytes() == f.read_bytes(), f.name

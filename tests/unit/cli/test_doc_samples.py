@@ -1,6 +1,6 @@
 """How a docs block is matched against what its command printed (pipeline/cli/doc_samples.py)."""
 
-from pipeline.cli.doc_samples import shows
+from pipeline.cli.doc_samples import cleaned, shows
 
 PRINTED = """serve tiny-llama × fp8: done; original model: served beside it
   c  metric         original    quantized
@@ -28,3 +28,27 @@ def test_an_excerpt_shows_some_lines_in_order_and_nothing_the_command_does_not_p
     backwards = "SLO: TTFT ≤ 1000 ms\nserve tiny-llama × fp8: done\n"
     assert not shows(backwards, PRINTED, excerpt=True)
     assert not shows("served tiny-llama: done\n", PRINTED, excerpt=True)
+
+
+def test_what_differs_by_host_or_run_is_masked_and_nothing_else(tmp_path):
+    """A run root, the home folder, the host's name and a Ray node's id read as on the page; a
+    duration's unit and a nightly run's id are figures; a changed word is not."""
+    import socket
+    from pathlib import Path
+
+    runs = tmp_path / "runs-here"
+    node = "ab" * 6  # Ray's node id as a cell prints it (its first 12)
+    printed = (
+        f"nightly run 20261206T012345-0a1b2c (new): 2 cells\n    ran on {socket.gethostname()}/"
+        f"{node}\n  logs      {runs}/nightly/logs/20261206T012345-0a1b2c\n"
+        f"disk total  ~23.4 GiB under {Path.home()}/.cache/huggingface/hub, {runs}; 57.2 GiB\n"
+        "time        ~42 s (measured)\n"
+    )
+    page = (
+        "nightly run 20261203T202332-dd6118 (new): 2 cells\n    ran on <host>/<node id>\n"
+        "  logs      runs/nightly/logs/20261203T202332-dd6118\n"
+        "disk total  ~23.4 GiB under ~/.cache/huggingface/hub, runs; 54.1 GiB\n"
+        "time        ~8 min (measured)\n"
+    )
+    assert shows(page, cleaned(printed, runs))
+    assert not shows(page.replace("logs ", "log "), cleaned(printed, runs))
