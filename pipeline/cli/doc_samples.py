@@ -59,6 +59,8 @@ CHECKED_IN = {
 }
 NUMBER = re.compile(r"\d+(?:[.,:]\d+)*(?:e[+-]?\d+)?\+?")  # `c=16+`: 16 or more
 DURATION = re.compile(r"\d+(?:\.\d+)? (?:s|min|h)\b")  # its unit follows its size: a figure too
+# a column's figure or its `-` where this host measured none (a scheme it cannot serve)
+NO_FIGURE = re.compile(r"(?<!\S)(?:#×|-)(?!\S)")
 RUN_ID = re.compile(r"\b\d{8}T\d{6}-[0-9a-f]{6}\b")  # a nightly run's (nightly/store/holding.py)
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+(?:[+-]\d\d:\d\d|Z)?")
 HEAD_END = re.compile(r": |[(;]")
@@ -126,15 +128,16 @@ def _rows_once(lines: list[str]) -> list[str]:
 
 def cleaned(stdout: str, runs_root: Path) -> str:
     """What a block shows of a command's stdout: the run root as `runs`, the home folder as
-    `~`, this host's name as `<host>`, a Ray node's id as `<node id>` and a result folder's
-    fingerprint as `<fingerprint>` (each differs by host; a fingerprint reads like a commit
-    hash)."""
+    `~`, this host's name as `<host>`, a Ray node's id as `<node id>`, a hash of token ids as
+    `<sha256>` and a result folder's fingerprint as `<fingerprint>` (each differs by host; a
+    hash reads like a commit's)."""
     text = stdout
     for root in {str(runs_root.resolve()), str(runs_root)}:
         text = re.sub(re.escape(root) + r"(?![\w.-])", "runs", text)
     text = re.sub(re.escape(str(Path.home())) + r"(?=/)", "~", text)
     text = re.sub(rf"\b{re.escape(socket.gethostname())}/", "<host>/", text)
     text = re.sub(r"<host>/[0-9a-f]{12}\b", "<host>/<node id>", text)  # a Ray node's, cut
+    text = re.sub(r"\bsha256 [0-9a-f]{12,64}\b", "sha256 <sha256>", text)  # of token ids
     return re.sub(r"/[0-9a-f]{16}/", "/<fingerprint>/", text)
 
 
@@ -146,6 +149,7 @@ def shape(text: str) -> list[str]:
     for line in text.strip().splitlines():
         line = RUN_ID.sub("<run id>", TIMESTAMP.sub("<time>", line))
         line = NUMBER.sub("#", DURATION.sub("<duration>", FINGERPRINT.sub("<fp>", line)))
+        line = NO_FIGURE.sub("#", line)
         head = HEAD_END.split(line, maxsplit=1)[0]
         lines.append(" ".join(head.split()))
     return lines

@@ -52,3 +52,6 @@ def test_what_differs_by_host_or_run_is_masked_and_nothing_else(tmp_path):
     )
     assert shows(page, cleaned(printed, runs))
     assert not shows(page.replace("logs ", "log "), cleaned(printed, runs))
+    # a ratio where one host served the cell, `-` where another could not
+    row = "tiny-llama   gptq   ok   4.02e-05±8e-06   99.53   0.9998   {}  first run\n"
+    assert shows(row.format("0.41×"), row.format("-"))
