@@ -56,8 +56,14 @@ CHECKED_IN = {
     # the shipped matrix with its cells cached, gptq's not served (as on an AVX2 host)
     "nightly --executor ray": "tests/e2e/nightly/test_nightly.py",
     "report": "tests/e2e/nightly/test_nightly.py",
+    # two cells quantized and evaluated as shipped, beside the calibration test's own
+    "compare --recipes gptq --calib python-docs,python-docs-chat": (
+        "tests/e2e/test_calibration_compare.py"
+    ),
 }
-NUMBER = re.compile(r"\d+(?:[.,:]\d+)*(?:e[+-]?\d+)?\+?")  # `c=16+`: 16 or more
+# `c=16+`: 16 or more; a CI's bound keeps its sign with it (`[-0.01,+0.00]`), a word's
+# hyphen (`2-core`) does not
+NUMBER = re.compile(r"(?:(?<![\w.])[+-])?\d+(?:[.,:]\d+)*(?:e[+-]?\d+)?\+?")
 DURATION = re.compile(r"\d+(?:\.\d+)? (?:s|min|h)\b")  # its unit follows its size: a figure too
 # a column's figure or its `-` where this host measured none (a scheme it cannot serve)
 NO_FIGURE = re.compile(r"(?<!\S)(?:#×|-)(?!\S)")
@@ -128,9 +134,9 @@ def _rows_once(lines: list[str]) -> list[str]:
 
 def cleaned(stdout: str, runs_root: Path) -> str:
     """What a block shows of a command's stdout: the run root as `runs`, the home folder as
-    `~`, this host's name as `<host>`, a Ray node's id as `<node id>`, a hash of token ids as
-    `<sha256>` and a result folder's fingerprint as `<fingerprint>` (each differs by host; a
-    hash reads like a commit's)."""
+    `~`, this host's name as `<host>`, a Ray node's id as `<node id>`, a hash of token ids (a
+    bare sha256 prefix, as a table's column) as `<sha256>` and a result folder's fingerprint as
+    `<fingerprint>` (each differs by host; a hash reads like a commit's)."""
     text = stdout
     for root in {str(runs_root.resolve()), str(runs_root)}:
         text = re.sub(re.escape(root) + r"(?![\w.-])", "runs", text)
@@ -138,7 +144,8 @@ def cleaned(stdout: str, runs_root: Path) -> str:
     text = re.sub(rf"\b{re.escape(socket.gethostname())}/", "<host>/", text)
     text = re.sub(r"<host>/[0-9a-f]{12}\b", "<host>/<node id>", text)  # a Ray node's, cut
     text = re.sub(r"\bsha256 [0-9a-f]{12,64}\b", "sha256 <sha256>", text)  # of token ids
-    return re.sub(r"/[0-9a-f]{16}/", "/<fingerprint>/", text)
+    text = re.sub(r"/[0-9a-f]{16}/", "/<fingerprint>/", text)
+    return re.sub(r"(?<![\w/<.-])[0-9a-f]{12,64}(?![\w/>.-])", "<sha256>", text)  # a bare one
 
 
 def shape(text: str) -> list[str]:

@@ -2,12 +2,14 @@
 tokens repeated) is worse beyond the noise floor; two draws of the same data (seeds) are
 indistinguishable; a cached re-run quantizes and evaluates nothing; a cell's card names its
 calibration set with the sha256 of its token ids. The eval is cut to drift alone (no tasks, no
-answers): calibration is what differs, and the drift sees it."""
+answers): calibration is what differs, and the drift sees it. And docs/jobs.md's own comparison
+(gptq as shipped, on the documents and on the same documents as chats) prints its block."""
 
 import json
 
 import yaml
 
+from pipeline.cli import doc_samples
 from tests.conftest import REPO, cli
 
 HF = ("--backend", "hf")
@@ -68,3 +70,16 @@ def test_a_worse_set_is_worse_beyond_the_floor_and_two_draws_are_indistinguishab
     assert published.returncode == 0, published.stderr[-2000:]
     card = (dest / "README.md").read_text()
     assert f"sha256 of the token ids `{docs['token_ids_sha256']}`" in card
+
+
+def test_the_pages_comparison_prints_its_block_and_calibrates_on_chats(evaluated, session_runs):
+    evaluated("gptq")  # the original's side, stored once for the session
+    argv = "compare --recipes gptq --calib python-docs,python-docs-chat"  # docs/jobs.md, job 6
+    result = cli(*argv.split(), runs=session_runs)
+    assert doc_samples.printed_as_output(argv, result.returncode), result.stderr[-3000:]
+    assert not (why := doc_samples.mismatch(argv, result.stdout, session_runs)), why
+    folder = session_runs / "tiny-llama" / "compare-calib-gptq-python-docs+python-docs-chat"
+    cells = {c["name"]: c for c in json.loads((folder / "compare.json").read_text())["cells"]}
+    docs, chats = (cells[f"gptq.{s}"]["calibration"] for s in ("python-docs", "python-docs-chat"))
+    assert chats["dataset"] == "python-docs-chat" and chats["samples"] == docs["samples"] == 64
+    assert chats["token_ids_sha256"] != docs["token_ids_sha256"]  # the template's tokens differ

@@ -51,7 +51,11 @@ def test_what_differs_by_host_or_run_is_masked_and_nothing_else(tmp_path):
         "time        ~8 min (measured)\n"
     )
     assert shows(page, cleaned(printed, runs))
+    assert cleaned("gptq.python-docs  64  05c1bb60050f  4.49e-05", runs).split()[2] == "<sha256>"
     assert not shows(page.replace("logs ", "log "), cleaned(printed, runs))
     # a ratio where one host served the cell, `-` where another could not
     row = "tiny-llama   gptq   ok   4.02e-05±8e-06   99.53   0.9998   {}  first run\n"
     assert shows(row.format("0.41×"), row.format("-"))
+    # a confidence interval's bounds, each with its sign, are figures
+    flips = "gptq.python-docs   64   {} 1/0 ×1.00 [1.00,1.00], 23/32\n"
+    assert shows(flips.format("[+0.00,+0.00]"), flips.format("[-0.01,+0.00]"))
