@@ -27,9 +27,7 @@ import time
 from pathlib import Path
 
 from pipeline.core.paths import REPO
-
-sys.path.insert(0, str(REPO))  # the tests' byte-by-byte comparison of two artifacts
-from tests.e2e.quantize.same_tensors import differences  # noqa: E402
+from pipeline.core.same_tensors import differences
 
 RESUMED = re.compile(r"resuming at (layer|shard) \d+ of \d+[^(]*\(\d+ done[^)]*\)")
 

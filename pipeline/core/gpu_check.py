@@ -8,11 +8,12 @@ model-free FP8 and GPTQ (oneshot, calibrating on the GPU) quantize and the hf ev
 the GPU; a one-layer model of Llama-3-8B's shapes (pipeline/models/realshape.py) built, FP8
 quantized and loaded by the hf eval — its weights are random, so its gate verdict is expected to
 fail and is not a failure; its drift must be finite; where the serving env exists, the vLLM eval
-and a short paired serve on tiny-llama. A step that fails is a row (the command's exit and its
-last line), never a lost table; exit 0 only when every row holds. A step that cannot run here
-says why (no serving env, or a torch vLLM cannot run on: an offline GPU host, see
-docs/environments.md). Each step runs in a process group of its own, its stages forked
-(PIPELINE_STAGE_PROCESS=own); nvidia-smi is read while it runs and after its group is gone: a
+and a short paired serve on tiny-llama; last, a GPTQ run killed after a layer and resumed into
+the uninterrupted run's bytes (pipeline/core/gpu_resume_check.py). A step that fails is a row
+(the command's exit and its last line), never a lost table; exit 0 only when every row holds. A
+step that cannot run here says why (no serving env, or a torch vLLM cannot run on: an offline
+GPU host, see docs/environments.md). Each step runs in a process group of its own, its stages
+forked (PIPELINE_STAGE_PROCESS=own); nvidia-smi is read while it runs and after its group is gone: a
 step that never used the GPU, or left memory on it, fails its row. Before the steps, where the
 bundle's carried wheels are named (--site, `make gpu-bundle`), a row checks them against the
 host's own packages, and a row runs the fork guard's negative control.
@@ -90,7 +91,7 @@ STEPS = (
     Step("vllm", "serve fp8 (paired)", ("serve", "--recipe", "fp8", *SMALL_SERVE),
          "both sides served and benchmarked on the GPU, placement as planned", needs_vllm=True),
 )  # fmt: skip
-KEYS = ("wheels", "fork", *dict.fromkeys(s.key for s in STEPS))
+KEYS = ("wheels", "fork", *dict.fromkeys(s.key for s in STEPS), "resume")
 BUILD_LABEL = "build 8B shapes (1 layer)"
 BUILD_PROVES = "a random-init Llama-3-8B-shape model saves as a hub checkpoint"
 WHEELS = Step(
@@ -106,6 +107,13 @@ FORK = Step(
     (),
     "a parent that already initialised "
     "CUDA (a plain is_available()) is caught: the stage runs in it, not in a poisoned fork",
+)
+RESUME = Step(
+    "resume",
+    "quantize gptq killed, resumed",
+    (),
+    "a GPTQ run killed after its first layer resumes there on the GPU and writes an "
+    "uninterrupted run's bytes (pipeline/core/gpu_resume_check.py)",
 )
 CPU_NOTE = "simulated on the CPU (--cpu): nothing about a GPU"
 
@@ -189,6 +197,8 @@ def run_all(runs: Path, only: Only | None = None) -> list[dict]:
             rows.append(_show(_row(step, None, 0.0, vllm_blocker, "not run")))
             continue
         rows.append(_show(_step(step, runs, real, only.cpu)))
+    if "resume" in only.keys:
+        rows.append(_show(_resume(runs, only.cpu)))
     return rows
 
 
@@ -243,6 +253,23 @@ def _step(step: Step, runs: Path, real: str | None, cpu: bool = False) -> dict:
     detail = why or "; ".join(x for x in ((outcome.get("message") if status not in BUILT else ""),
                                           gpu) if x)  # fmt: skip
     return _row(step, why is None, seconds, detail[:200], status)
+
+
+def _resume(runs: Path, cpu: bool) -> dict:
+    """The resume row: its own module kills and re-runs a quantize, and says what it found."""
+    started = time.monotonic()
+    with Watch() as watch:
+        done = _run("pipeline.core.gpu_resume_check", [str(runs)],
+                    {"PIPELINE_STAGE_PROCESS": "own"})  # fmt: skip
+    seconds = time.monotonic() - started
+    try:
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return _row(RESUME, False, seconds, _last_line(done), f"exit {done.returncode}")
+    gpu, gpu_why = _gpu_use(watch, done, cpu)
+    why = found["why"] or gpu_why
+    detail = why or f"{found['detail']}; {gpu}"
+    return _row(RESUME, why is None, seconds, detail[:200], "resumed" if why is None else "failed")
 
 
 def _gpu_use(watch: Watch, done: subprocess.CompletedProcess, cpu: bool) -> tuple[str, str | None]:

@@ -6,7 +6,8 @@ pipeline/core/outcome.py, a random-weight model's eval failing its gates with fi
 without running anything. Nothing here was captured on a GPU.
 
 SIMULATE_FAIL=<word>: a step whose arguments contain it exits 1 with an error line (`build`: the
-8B-shape build fails); SIMULATE_NAN=1: the 8B-shape eval's KL is NaN.
+8B-shape build fails; `resume`: the resumed run's bytes differ); SIMULATE_NAN=1: the 8B-shape
+eval's KL is NaN.
 """
 
 import os
@@ -33,6 +34,14 @@ def main() -> int:
             print("torch.OutOfMemoryError: CUDA out of memory (simulated)", file=sys.stderr)
             return 1
         print(tempfile.mkdtemp(prefix="realshape-"))
+        return 0
+    if module == "pipeline.core.gpu_resume_check":  # killed after a layer, resumed, same bytes
+        if fail == "resume":
+            print('{"why": "resuming at layer 2 of 4 (1 done): 1 tensors differ: (simulated)", '
+                  '"detail": ""}')  # fmt: skip
+            return 1
+        print('{"why": null, "detail": "resuming at layer 2 of 4 (1 done); every tensor\'s bytes '
+              'as the uninterrupted run\'s (simulated)"}')  # fmt: skip
         return 0
     command = args[0]
     if fail and any(fail in a for a in args):

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import recipe
+from pipeline.core.same_tensors import differences
 from pipeline.models import architecture
 from pipeline.models.zoo import FAMILIES, shrunk_config
 from pipeline.planning import geometry
 from pipeline.planning.weights import artifact_bytes
 from pipeline.quantize.artifact import tensors
 from tests.conftest import REPO, cli, scratch
-from tests.e2e.quantize.same_tensors import differences
 
 pytestmark = pytest.mark.slow
 MOE = {"mixtral-8x7b", "qwen3-30b-a3b", "qwen1.5-moe-a2.7b", "deepseek-v2-lite"}

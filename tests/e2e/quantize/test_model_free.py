@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.core.same_tensors import differences
 from tests.conftest import cli
-from tests.e2e.quantize.same_tensors import differences
 
 DATA_FREE = ["fp8", "fp8-block", "w8a16", "w4a16-rtn", "nvfp4a16", "mxfp4"]
 

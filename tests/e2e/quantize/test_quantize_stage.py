@@ -17,9 +17,9 @@ import pytest
 from pipeline.config import recipe
 from pipeline.core import serving_env
 from pipeline.core.errors import INTERRUPTED
+from pipeline.core.same_tensors import differences
 from pipeline.quantize.artifact import tensors
 from tests.conftest import REPO, SERVE_PYTHON, cli
-from tests.e2e.quantize.same_tensors import differences
 
 pytestmark = pytest.mark.slow
 LAYER = "model.layers.0.mlp.down_proj"  # 768 → 256

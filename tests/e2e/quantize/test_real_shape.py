@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.core.same_tensors import differences
 from tests.conftest import REPO, cli, scratch
-from tests.e2e.quantize.same_tensors import differences
 
 pytestmark = pytest.mark.slow
 GIB = 2**30

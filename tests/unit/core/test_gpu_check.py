@@ -113,6 +113,7 @@ def test_a_healthy_gpu_host_holds_every_row_and_exits_0(tmp_path):
     real = rows["eval hf fp8, 8B shapes"]  # random weights: the gate verdict is expected
     assert real["status"] == "gate_failed" and real["holds"] is True
     assert rows["build 8B shapes (1 layer)"]["holds"] is True
+    assert rows["quantize gptq killed, resumed"]["status"] == "resumed"
     assert done.table["gpus"] == ["NVIDIA H100 80GB HBM3, 81559 MiB"]
     assert "rows hold, " in done.stdout and " 0 fail" in done.stdout
 
@@ -142,3 +143,11 @@ def test_a_random_weight_models_drift_must_still_be_finite(tmp_path):
     assert done.check_exit == 1
     real = next(r for r in done.table["steps"] if r["step"] == "eval hf fp8, 8B shapes")
     assert real["holds"] is False and real["detail"] == "drift not finite: kl_mean"
+
+
+def test_a_resumed_run_whose_bytes_differ_fails_its_row_and_names_them(tmp_path):
+    done = _simulated(tmp_path, SIMULATE_FAIL="resume")
+    assert done.check_exit == 1
+    row = {r["step"]: r for r in done.table["steps"]}["quantize gptq killed, resumed"]
+    assert row["holds"] is False and row["status"] == "failed"
+    assert row["detail"].startswith("resuming at layer 2 of 4 (1 done): 1 tensors differ")

@@ -1,4 +1,5 @@
-"""Are two artifacts the same tensors? Bit for bit, name by name."""
+"""Are two artifacts the same tensors? Bit for bit, name by name (the resume tests, the
+benchmarks and gpu-check's resume row compare a resumed run with an uninterrupted one)."""
 
 from pathlib import Path
 
