@@ -34,8 +34,7 @@ def test_the_bundle_installs_offline_and_its_runnable_rows_hold(tmp_path):
            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PIPELINE_CACHE", "RUNS_DIR")}  # fmt: skip
     path = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".venv" not in p)
     env |= {"PYTHON": str(python), "OUT": str(tmp_path), "TMPDIR": str(tmp_path), "PATH": path}
-    rows = "wheels,fp8,vllm,resume"
-    cmd = [*_no_network(), "bash", str(bundle / "check.sh"), "--cpu", "--only", rows]
+    cmd = [*_no_network(), "bash", str(bundle / "check.sh"), "--cpu", "--only", "wheels,fp8,vllm"]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     table = json.loads((tmp_path / "gpu-check.json").read_text())
@@ -44,9 +43,6 @@ def test_the_bundle_installs_offline_and_its_runnable_rows_hold(tmp_path):
     assert rows["carried wheels"]["holds"] is True
     assert "requirements hold on torch 2.11.0" in rows["carried wheels"]["detail"]
     assert rows["quantize fp8 (model-free)"]["holds"] is True
-    # gptq killed after a layer, resumed there into the uninterrupted run's bytes, on torch 2.11
-    resumed = rows["quantize gptq killed, resumed"]
-    assert resumed["holds"] is True and resumed["detail"].startswith("resuming at layer ")
     for label in ("eval vllm fp8", "serve fp8 (paired)"):  # a reason, not a failure
         assert rows[label]["holds"] is None and rows[label]["status"] == "not run"
         assert rows[label]["detail"].startswith("vLLM 0.32.0 needs torch 2.13.0; this host has "
