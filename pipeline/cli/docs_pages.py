@@ -12,7 +12,7 @@ from pipeline.cli import help_texts
 from pipeline.cli.commands import recipes
 from pipeline.cli.help_texts import EXIT_CODES_HELP
 from pipeline.cli.main import _parser
-from pipeline.models import aliases, zoo
+from pipeline.models import aliases, packaged, zoo
 from pipeline.planning import geometry
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -86,6 +86,12 @@ def _recipes() -> str:
 def _models() -> str:
     rows = [f"| `{aliases.TINY}` | embedded: trained here from Python's own docs (the default) "
             "| | | | |"]  # fmt: skip
+    for alias in packaged.PACKAGED:
+        g = geometry.of_model(aliases.resolve(alias))
+        p = packaged.PACKAGED[alias]
+        rows.append(f"| `{alias}` | `{p.upstream}`, built here from the registry package "
+                    f"`{p.spec}` (GGUF {p.gguf_type}) | {g.params / 1e9:.2f}B | {g.layers} | "
+                    "dense | |")  # fmt: skip
     for alias, hub_id in aliases.ALIASES.items():
         g = geometry.of_model(aliases.resolve(alias))
         moe = f"{g.experts} experts, {g.active_experts} active" if g.experts else "dense"

@@ -142,4 +142,16 @@ def _group_scheme(group: dict) -> Scheme:
     for preset in PRESETS.values():
         if preset == replace(custom, name=preset.name):
             return preset
+    for preset in PRESETS.values():  # a preset in other groups (quantize/plan.py: fitted)
+        if preset.group_size and preset == replace(custom, name=preset.name,
+                                                   group_size=preset.group_size):  # fmt: skip
+            return replace(custom, name=f"{preset.name}_G{custom.group_size}")
     return custom
+
+
+def config_group(scheme: Scheme, targets: list[str], group_size: int) -> dict:
+    """An integer weight-only preset as a config group with another group size."""
+    weights = {"num_bits": scheme.weight_bits, "type": scheme.weight_type,
+               "symmetric": scheme.symmetric, "strategy": "group", "group_size": group_size,
+               "dynamic": False}  # fmt: skip
+    return {"targets": list(targets), "weights": weights}

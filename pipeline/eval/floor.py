@@ -33,13 +33,22 @@ def load(folder: Path, reference_key: str) -> dict | None:
 
 def compute(backend, model, windows, ref: dict, reference_key: str, folder: Path) -> dict:
     """The original's drift against its own reference at FLOOR_BATCH; saved beside it."""
+    from pipeline.core import progress
     from pipeline.eval import drift
 
     parts, offset = [], 0
-    for i, logp in enumerate(backend.logprobs(model, windows, batch_size=FLOOR_BATCH)):
-        n = logp.shape[0]
-        parts.append(drift.per_token(drift.rows(ref, offset, offset + n), logp, windows[i, 1:]))
-        offset += n
+    # a pass as long as the reference's held-out one: never silent (SmolLM2: minutes on 2 cores)
+    bar = progress.bar(total=len(windows), desc=f"noise floor (original, batch {FLOOR_BATCH})",
+                       unit="window")  # fmt: skip
+    try:
+        for i, logp in enumerate(backend.logprobs(model, windows, batch_size=FLOOR_BATCH)):
+            n = logp.shape[0]
+            parts.append(drift.per_token(drift.rows(ref, offset, offset + n), logp,
+                                         windows[i, 1:]))  # fmt: skip
+            offset += n
+            bar.update()
+    finally:
+        bar.close()
     summary = drift.summarize(drift.concat(parts))
     floor = {k: summary[k] for k in FIELDS} | {"batch_size": FLOOR_BATCH, "tokens": offset}
     write_json_atomic(stored(folder, reference_key), floor)

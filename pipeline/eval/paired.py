@@ -47,3 +47,26 @@ def verdict(diff: dict, floor: float) -> str:
     if diff["low"] > 0 and beyond:
         return "worse"
     return "indistinguishable"
+
+
+def across_draws(first: list[float], second: list[float], confidence: float = 0.95) -> dict:
+    """first − second in mean KL where each set was drawn several times (calibration seeds):
+    the difference of the draws' means with a Student-t CI from the spread between draws of
+    the same set (pooled variance, n₁ + n₂ − 2 degrees of freedom). This is the uncertainty of
+    "which data calibrates better": a window-paired CI holds the tokens fixed but not the
+    draw, and two draws of one set can differ more than two sets do."""
+    import statistics
+
+    from scipy import stats
+
+    n1, n2 = len(first), len(second)
+    diff = statistics.fmean(first) - statistics.fmean(second)
+    dof = n1 + n2 - 2
+    if n1 < 2 or n2 < 2:
+        return {"diff": diff, "se": None, "low": None, "high": None, "draws": [n1, n2]}
+    pooled = ((n1 - 1) * statistics.variance(first) + (n2 - 1) * statistics.variance(second)) / dof
+    se = (pooled * (1 / n1 + 1 / n2)) ** 0.5
+    half = stats.t.ppf((1 + confidence) / 2, dof) * se
+    return {"diff": diff, "se": se, "low": diff - half, "high": diff + half, "draws": [n1, n2],
+            "spread": [statistics.stdev(first), statistics.stdev(second)],
+            "confidence": confidence}  # fmt: skip

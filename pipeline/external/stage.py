@@ -37,7 +37,6 @@ from pipeline.core.runs import Runs
 from pipeline.external import formats, match, source, stage_plan
 from pipeline.external.request import ImportRequest
 from pipeline.models import aliases, checkpoint
-from pipeline.models.tiny.build import ensure
 from pipeline.planning import deployment, geometry
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import artifact_bytes
@@ -290,8 +289,8 @@ def _same_scheme(fmt: formats.ExternalFormat) -> str:
 
 
 def _tokenizer_source(ref: aliases.ModelRef) -> Path | str:
-    if ref.source == "tiny":
-        return ensure()
+    if ref.source in ("tiny", "package"):  # built here, once
+        return aliases.materialize(ref)[0]
     return ref.path or ref.hub_id
 
 

@@ -8,7 +8,7 @@ from pipeline.core.stage_plan import ArtifactPlan
 def plan(stage: Artifact) -> ArtifactPlan:
     shipped = stage.plan()["ideal_bytes"]
     base = stage.geometry.original_bytes
-    downloads = [] if stage.ref.source in ("local", "tiny") else [("original (hub cache)", base)]
+    downloads = [("original (hub cache)", base)] if stage.ref.from_hub else []
     return ArtifactPlan(
         where="nothing to quantize (imported)",
         files=[*downloads, ("artifact (imported)", shipped)],

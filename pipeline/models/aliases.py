@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pipeline.core.errors import UserError, clip
 from pipeline.core.files import exists, hash_folder, is_file
-from pipeline.models import hub_access, integrity
+from pipeline.models import hub_access, integrity, packaged
 from pipeline.models.tiny.build import cached_path, ensure
 from pipeline.models.tiny.spec import CONFIG
 
@@ -35,10 +35,16 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")  # the hub's 96-c
 @dataclass(frozen=True)
 class ModelRef:
     name: str  # the run directory's name for it
-    source: str  # "tiny", "alias", "hub" or "local"
+    source: str  # "tiny", "package" (built here from a registry package), "alias", "hub", "local"
     hub_id: str | None = None
     path: Path | None = None
     revision: str | None = None
+
+    @property
+    def from_hub(self) -> bool:
+        """Its weights are downloaded from the hub (tiny-llama and a package's model are built
+        here, a local folder is there)."""
+        return self.source in ("alias", "hub")
 
     @property
     def load_id(self) -> str:
@@ -47,7 +53,7 @@ class ModelRef:
 
 
 def names() -> list[str]:
-    return [TINY, *ALIASES]
+    return [TINY, *packaged.PACKAGED, *ALIASES]
 
 
 def resolve(name: str, revision: str | None = None) -> ModelRef:
@@ -57,6 +63,12 @@ def resolve(name: str, revision: str | None = None) -> ModelRef:
         raise UserError(f"--revision applies to hub models, not {clip(name)}")
     if name == TINY:
         return ModelRef(name=TINY, source="tiny")
+    if revision and name in packaged.PACKAGED:
+        raise UserError(f"--revision applies to hub models, not {name} (built from a package)")
+    if name in packaged.PACKAGED:  # its upstream hub id: the base model a card names
+        p = packaged.PACKAGED[name]
+        return ModelRef(name=name, source="package", hub_id=p.upstream,
+                        path=packaged.cached_path(name))  # fmt: skip
     if name in ALIASES:
         return ModelRef(name=name, source="alias", hub_id=ALIASES[name], revision=revision)
     path = _expanded(name)
@@ -76,7 +88,7 @@ def load_config(ref: ModelRef) -> dict:
     """config.json, without loading weights; offline for the aliases and tiny-llama."""
     if ref.source == "tiny":
         return dict(CONFIG)
-    if ref.source == "local":
+    if ref.source == "local" or (ref.source == "package" and is_file(ref.path / "config.json")):
         return integrity.read_config(ref.path)
     bundled = CONFIGS_DIR / f"{ref.hub_id.replace('/', '--')}.json"
     if is_file(bundled):
@@ -101,6 +113,8 @@ def materialize(ref: ModelRef) -> tuple[Path, dict]:
     if ref.source == "tiny":
         path = ensure()
         return path, _identity(ref, path)
+    if ref.source == "package":
+        return packaged.ensure(ref.name), _identity(ref, ref.path)
     if ref.source == "local":
         return ref.path, _identity(ref, ref.path)
     hub_access.reach(ref.hub_id)
@@ -126,23 +140,30 @@ def identity_here(ref: ModelRef) -> dict | None:
         return _identity(ref, ref.path)
     if ref.source == "tiny" and (cached_path() / "build.json").is_file():
         return _identity(ref, cached_path())
+    if ref.source == "package" and (ref.path / "build.json").is_file():
+        return _identity(ref, ref.path)
     return None
 
 
 def _identity(ref: ModelRef, path: Path) -> dict:
-    if ref.source == "tiny":
-        return {"name": TINY, "content_sha256": hash_folder(path)}
+    if ref.source in ("tiny", "package"):
+        return {"name": ref.name, "content_sha256": hash_folder(path)}
     return {"path": str(ref.path), "content_sha256": hash_folder(path)}
 
 
 def header(ref: "ModelRef", identity: dict) -> dict:
     """The manifest's model header: which model a run dir's stages worked on."""
-    return {
+    found = {
         "name": ref.name,
         "source": ref.source,
         "id": ref.hub_id,
         "revision": identity.get("revision"),
     }
+    if ref.source == "package":  # where it came from: the package, its file and license
+        made = packaged.provenance(ref.path) or {}
+        keys = ("package", "version", "wheel_sha256", "gguf_sha256", "gguf_type", "license")
+        found["built_from"] = {k: made.get(k) for k in keys}
+    return found
 
 
 def _expanded(name: str) -> Path:

@@ -22,7 +22,7 @@ GIB, MIB = 2**30, 2**20
 @dataclass
 class CardInputs:
     repo_id: str  # as users will load it: org/name, or the folder for file:// targets
-    model: dict  # {"name", "hub_id", "license"}
+    model: dict  # {"name", "hub_id", "license", "built_from": a package's provenance or None}
     recipe: dict  # {"name", "description", "text", "scheme", "kv_cache_scheme"}
     quantize: StageEntry  # the manifest's quantize entry
     eval: EvalResults | None  # gates re-checked against the recipe as it is now
@@ -130,6 +130,11 @@ def _title(c: CardInputs) -> str:
             f"`{ext['artifact']}`, published as it was shipped. Every number below was measured "
             "by the quantization pipeline on it against its base; none is copied or estimated."
         )
+    made = c.model.get("built_from")
+    if made:  # the original was built here from a registry package's GGUF file
+        base_link += (f" (the original built from the registry package `{made['package']}=="
+                      f"{made['version']}`: its GGUF file at {made['gguf_type']}, dequantized to "
+                      "bf16)")  # fmt: skip
     return (
         f"# {c.repo_id}\n\n{base_link} quantized to **{c.recipe['scheme'] or 'a custom scheme'}** "
         f"with llm-compressor {lc.get('llmcompressor', '?')} (recipe `{c.recipe['name']}`), in "

@@ -29,6 +29,8 @@ from pipeline.core.files import staging_dir, write_json_atomic
 from pipeline.core.paths import REPO, cache_root
 from pipeline.core.rundir import StageEntry
 from pipeline.eval import results as eval_results
+from pipeline.models import packaged
+from pipeline.models.packaged import PACKAGED
 from pipeline.perf import prices
 from pipeline.planning import gpus
 from pipeline.publish import card, target, upload
@@ -217,7 +219,12 @@ def card_inputs(stage: PublishStage) -> card.CardInputs:
     record = stage.record()
     return card.CardInputs(
         repo_id=stage.target.card_name,
-        model={"name": q.ref.name, "hub_id": q.ref.hub_id, "license": base_license(q)},
+        model={
+            "name": q.ref.name,
+            "hub_id": q.ref.hub_id,
+            "license": base_license(q),
+            "built_from": packaged.provenance(q.ref.path) if q.ref.source == "package" else None,
+        },  # fmt: skip
         recipe={
             "name": rf.name,
             "description": rf.spec.description,
@@ -254,6 +261,8 @@ def base_license(qjob: Artifact) -> str | None:
 
     if qjob.ref.name in ALIAS_LICENSES:
         return ALIAS_LICENSES[qjob.ref.name]
+    if qjob.ref.name in PACKAGED:  # the license its package ships it under
+        return PACKAGED[qjob.ref.name].license
     try:
         if qjob.ref.source == "local" and (qjob.ref.path / "README.md").is_file():
             return ModelCard.load(qjob.ref.path / "README.md").data.get("license")

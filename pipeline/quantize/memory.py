@@ -12,6 +12,10 @@ layer shapes and vocabulary (`benchmarks/quantize_memory.py`, docs/real-size.md)
   … calibrating    the model in float32 instead (params × 4: torch's bf16 matmuls are ~7x
     on a CPU       slower on CPU), + the artifact's size: cast back to bf16 and compressed at
                    save, those are new tensors while the float32 ones are still held
+  reload check     + params × 4 + the artifact, up to verify.RELOAD_LIMIT parameters: the
+                   artifact loaded back in float32 and run once before "done", while the
+                   quantized model is still held (SmolLM2-135M: fp8 1.51 GiB, planned 0.93
+                   without it)
   calibrating      + the cached inputs of every decoder layer boundary llm-compressor keeps on
                    the CPU: samples × seq × hidden × dtype bytes, twice (a layer's inputs and
                    its outputs while it propagates), + on CPU the layer's GPTQ Hessians
@@ -22,6 +26,7 @@ a 8B one in 5 GB shards does.
 """
 
 from pipeline.planning.geometry import Geometry
+from pipeline.quantize.verify import RELOAD_LIMIT
 
 GIB = 2**30
 # measured (2026-12-01, CPU host): a tiny model's whole quantize process peaks at 0.60 GiB; at
@@ -57,6 +62,8 @@ def peak_cpu_bytes(
         if upcast:  # cast back to bf16 and compressed at save: new tensors, not in place
             terms["cast back and compressed (save)"] = artifact
         terms |= calibration
+    if params <= RELOAD_LIMIT:
+        terms["reload check (float32)"] = params * 4 + artifact
     return {"total": sum(terms.values()), "terms": terms, "assumed": assumed}
 
 

@@ -12,8 +12,10 @@ llm-compressor's sequential pipeline keeps the model in CPU RAM and onloads one 
 at a time to the GPU, which is how a 70B model is calibrated on one 80 GB GPU.
 """
 
-from pipeline.config.recipe import RecipeFile
-from pipeline.config.schemes import schemes_from_args
+import yaml
+
+from pipeline.config.recipe import RecipeFile, parsed
+from pipeline.config.schemes import config_group, schemes_from_args
 from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError
 from pipeline.planning.geometry import Geometry
@@ -68,6 +70,36 @@ def check_fit(recipe: RecipeFile, g: Geometry, model_name: str) -> None:
                 f"{model_name} {lin.name}.in_features={lin.in_features}; choose a group size "
                 f"that divides it or add '{lin.name.split('.')[-1]}' to ignore"
             )
+
+
+SMALLER_GROUPS = (64, 32)  # what checkpoints of models with 576- or 960-wide layers ship with
+
+
+def fitted(recipe: RecipeFile, g: Geometry, model_name: str) -> RecipeFile:
+    """The recipe as it quantizes this model: where its preset's groups (128) do not divide a
+    targeted Linear's inputs (SmolLM2's 576), the same preset in the largest smaller group
+    that divides them all, written as config_groups (llm-compressor's form for a preset's
+    arguments changed); vLLM's W4A16 kernels take groups of 64 and 32 too. Else the recipe
+    itself, or check_fit's refusal when no smaller group fits either."""
+    scheme = recipe.scheme()
+    widths = {lin.in_features for lin in targeted(recipe, g)} if scheme else set()
+    if not scheme or not scheme.group_size or not any(w % scheme.group_size for w in widths):
+        return recipe
+    size = next((n for n in SMALLER_GROUPS if n < scheme.group_size
+                 and not any(w % n for w in widths)), None)  # fmt: skip
+    data = yaml.safe_load(recipe.text)
+    stages = [group or {} for stage in data["quantization"].values() for group in stage.values()]
+    modifiers = [args or {} for group in stages for args in group.values()]
+    presets = [args for args in modifiers if isinstance(args.get("scheme"), str)]
+    if size is None or len(recipe.schemes()) != 1 or not presets:  # a user's own groups stay
+        check_fit(recipe, g, model_name)  # refuses, naming the Linear
+    for args in presets:
+        targets = args.get("targets", ["Linear"])
+        args["config_groups"] = {"group_0": config_group(scheme, targets, size)}
+        del args["scheme"]
+    said = (f"# {recipe.name} on {model_name}: {scheme.name}'s groups of {scheme.group_size} "
+            f"do not divide its {sorted(widths)}-wide inputs; groups of {size}\n")  # fmt: skip
+    return parsed(recipe.path, data, said + yaml.safe_dump(data, sort_keys=False))
 
 
 def build(

@@ -65,6 +65,7 @@ class QuantizeStage:
     decided: policy.Decided
     texts: TextSet | None = field(default=None, init=False)  # loaded when needed (load_texts)
     model_path: Path | None = field(default=None, init=False)  # once load_inputs has run
+    calibration_tokens: int | None = field(default=None, init=False)  # counted once loaded
     model_identity: dict = field(default_factory=dict, init=False)
     name: ClassVar[str] = "quantize"
     folder: ClassVar[str] = ARTIFACT
@@ -146,7 +147,9 @@ class QuantizeStage:
         g = geometry.of_model(ref)
         if ref.source == "local":  # a half-copied folder fails here, not after loading
             integrity.check_weights(ref.path)
-        plan.check_fit(rf, g, ref.name)
+        fitted = plan.fitted(rf, g, ref.name)
+        if fitted is not rf:  # the preset in smaller groups: what every later stage reads
+            req, rf = replace(req, recipe=fitted), fitted
         decided = policy.decide(req, g)
         runs.pull_run(ref.name, rf.name)
         rundir = RunDir(ref.name, rf.name, runs)
@@ -197,6 +200,11 @@ class QuantizeStage:
             "samples": cal.num_samples,
             "max_seq_length": cal.max_seq_length,
         }
+        if self.texts is not None and self.texts.texts:  # what it holds, not what was asked
+            samples = self.texts.description["samples"]
+            calibration["samples"] = samples
+            if not self.texts.description.get("packed"):  # packed: samples × max_seq_length
+                calibration["max_seq_length"] = -(-self._calibration_tokens() // samples)
         model = {"name": self.ref.name, "id": self.ref.hub_id or self.ref.load_id}
         gpus = environment.gpus()
         built = plan.build(self.recipe, self.geometry, model, calibration, gpus, self._route())
@@ -233,7 +241,7 @@ class QuantizeStage:
         if self.model_path is not None:
             return
         self.model_path, self.model_identity = aliases.materialize(self.ref)
-        if self.ref.source in ("hub", "alias"):  # a cut-short download: a partial snapshot
+        if self.ref.from_hub:  # a cut-short download: a partial snapshot
             integrity.check_weights(self.model_path)
 
     def load_texts(self) -> None:
@@ -247,6 +255,22 @@ class QuantizeStage:
 
             tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.texts = load_texts(self.calibration, tokenizer)
+
+    def _calibration_tokens(self) -> int:
+        """The loaded calibration texts' tokens, each cut at max_seq_length: what llm-compressor
+        caches at every layer boundary (a sample at a time, unpadded). A local corpus's
+        documents are far shorter than 2,048 tokens (python-docs: 136 documents, ~400 each)."""
+        if self.calibration_tokens is None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+            texts = self.texts.texts
+            texts = [t if isinstance(t, str) else tokenizer.apply_chat_template(t, tokenize=False)
+                     for t in texts]  # fmt: skip
+            limit = self.calibration.max_seq_length
+            found = tokenizer(texts, add_special_tokens=False)["input_ids"]
+            self.calibration_tokens = sum(min(len(ids), limit) for ids in found)
+        return self.calibration_tokens
 
     def _calibration_data(self) -> dict | None:
         """The calibration text's description and hash: remembered per source (the settings,

@@ -31,7 +31,7 @@ def plan(q: "Quantizing") -> ArtifactPlan:
     built = q.plan()
     memory = built.get("memory_bytes") or {}
     artifact = memory.get("artifact_estimate", 0)
-    downloads = [] if q.ref.source in ("local", "tiny") else [("original (hub cache)", original)]
+    downloads = [("original (hub cache)", original)] if q.ref.from_hub else []
     if q.recipe.online:
         return ArtifactPlan(
             where="nothing to quantize ahead (online: vLLM quantizes as it loads)",

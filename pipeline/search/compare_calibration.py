@@ -38,7 +38,9 @@ CONFIDENCE = 0.95
 @dataclass
 class Cell:
     name: str  # its recipe and run folder
-    row: compare_recipes.Row  # drift against the original, as `make compare` of recipes
+    row: compare_recipes.Row
+    set: str = ""  # the calibration set with its sample count, the seed left out
+    seed: int | None = None  # drift against the original, as `make compare` of recipes
     calibration: dict | None = None  # the manifest's record (quantize/calibration_record.py)
     quantize_seconds: float | None = None
     floor_kl: float | None = None
@@ -65,14 +67,15 @@ def compare(folder: Path, stages: list[QuantizeStage], backend: str | None) -> O
         print(f"compare {q.ref.name}: {q.recipe.name} ({i}/{len(stages)})", flush=True)
         cells.append(_cell(q, compare_recipes.one(q, backend, serve=False)))
     pairs = _verdicts(cells)
+    sets = _set_verdicts(cells)
     model = stages[0].ref.name
     write_json_atomic(folder / "compare.json", {
         "model": model, "confidence": CONFIDENCE,
-        "cells": [asdict(c) for c in cells], "pairs": pairs,
+        "cells": [asdict(c) for c in cells], "pairs": pairs, "sets": sets,
     })  # fmt: skip
     plotted = _plot(cells, model, folder / "compare.png")
     print()
-    print(render(cells, pairs, model))
+    print(render(cells, pairs, model, sets))
     paths = {"table": str(folder / "compare.json")}
     if plotted:
         paths["plot"] = str(folder / "compare.png")
@@ -89,7 +92,9 @@ def _folder(runs: Runs, ask: QuantizeRequest, sets: list[CalibrationSet]) -> Pat
 
 
 def _cell(q: QuantizeStage, row: compare_recipes.Row) -> Cell:
-    cell = Cell(q.recipe.name, row)
+    cal = q.recipe.spec.calibration
+    drawn = f"{cal.dataset}{' (chat)' if cal.chat_template else ''}, {cal.num_samples} asked"
+    cell = Cell(q.recipe.name, row, set=drawn, seed=cal.seed)
     entry = q.rundir.stage("quantize")
     if entry is not None and entry.status == "done":
         cell.calibration = entry.metrics.get("calibration")
@@ -130,6 +135,32 @@ def _verdicts(cells: list[Cell]) -> list[dict]:
     return pairs
 
 
+def _set_verdicts(cells: list[Cell]) -> list[dict]:
+    """Each pair of calibration sets drawn under several seeds: the difference of their mean KL
+    against the spread between draws of one set (paired.across_draws). "better" only where
+    that CI excludes 0 too: a window-paired verdict between two single draws says which draw
+    drifts less, not which data."""
+    groups: dict[str, list[Cell]] = {}
+    for c in cells:
+        if c.row.status != "failed" and c.row.kl_mean is not None:
+            groups.setdefault(c.set, []).append(c)
+    if not any(len(g) > 1 for g in groups.values()):
+        return []
+    found = []
+    for (a, ca), (b, cb) in itertools.combinations(groups.items(), 2):
+        diff = paired.across_draws([c.row.kl_mean for c in ca], [c.row.kl_mean for c in cb],
+                                   CONFIDENCE)  # fmt: skip
+        if diff["low"] is None:
+            said = "undecided: one seed of a set (give SEEDS=… of two or more)"
+        elif diff["low"] <= 0 <= diff["high"]:
+            said = "indistinguishable: the seeds of one set differ as much"
+        else:
+            said = "better" if diff["high"] < 0 else "worse"
+        found.append({"first": a, "second": b, **diff, "verdict": said.split(":")[0],
+                      "why": said})  # fmt: skip
+    return found
+
+
 def _tokens(c: Cell) -> Path:
     return Path(c.row.results["eval"]).parent / TOKENS
 
@@ -143,7 +174,7 @@ def _why(diff: dict, floor: float) -> str:
     return f"{CONFIDENCE:.0%} CI {ci}, {times(abs(diff['diff']), floor)}"
 
 
-def render(cells: list[Cell], pairs: list[dict], model: str) -> str:
+def render(cells: list[Cell], pairs: list[dict], model: str, sets: list[dict] = ()) -> str:
     head = (f"{'calibration set':<28} {'samples':>7} {'tokens sha256':>13} "
             f"{'mean KL ± SE':>19} {'× floor':>8} {'ppl ratio ± SE':>16} {'same top % ± SE':>16} "
             f"{'task flips (CI)':>20} {'answers: length, same':>24} {'quantize':>9}")  # fmt: skip
@@ -173,6 +204,13 @@ def render(cells: list[Cell], pairs: list[dict], model: str) -> str:
             continue
         lines.append(f"  {p['first']} vs {p['second']}: {p['verdict']} (Δ {p['diff']:+.2e}; "
                      f"{p['why']})")  # fmt: skip
+    if sets:
+        lines.append(f"sets over their seeds (mean KL; {CONFIDENCE:.0%} CI of first − second "
+                     "from the spread between seeds of one set)")  # fmt: skip
+    for p in sets:
+        ci = "" if p["low"] is None else f", CI {p['low']:+.2e} … {p['high']:+.2e}"
+        lines.append(f"  {p['first']} vs {p['second']}: {p['why']} (Δ {p['diff']:+.2e}"
+                     f"{ci}; seeds {p['draws'][0]} and {p['draws'][1]})")  # fmt: skip
     if any(c.tasks for c in cells):
         lines.append("task flips: right→wrong/wrong→right against the original, with the "
                      "paired change's CI; answers: length ratio to the original's (CI), and how "

@@ -33,6 +33,7 @@ from pipeline.core.stage_plan import Options
 from pipeline.eval.results import load as eval_results
 from pipeline.quantize.request import QuantizeRequest
 from pipeline.quantize.stage import QuantizeStage
+from pipeline.search import orderings
 from pipeline.serve.results import load as serve_results
 from pipeline.serve.stage import ServeStage
 
@@ -118,7 +119,7 @@ def compare(
     write_json_atomic(folder / "compare.json", {"model": model, "rows": [asdict(r) for r in rows]})
     plotted = write_plot(rows, model, folder / "compare.png")
     print()
-    print(render(rows, model))
+    print(render(rows, model, {q.recipe.name: kind(q) for q in stages}))
     print(f"  table     {display(folder / 'compare.json')}")
     print(f"  plot      {display(folder / 'compare.png')}" if plotted else "  plot      none")
     paths = {"table": str(folder / "compare.json")}
@@ -177,6 +178,16 @@ def one(q: QuantizeStage, backend: str | None, serve: bool) -> Row:
     elif by["serve"].status == "unsupported":
         row.served_note = f"not served on this host: {by['serve'].message}"
     return row
+
+
+def kind(q: QuantizeStage) -> orderings.Kind:
+    """What the expected orderings compare a recipe by."""
+    scheme = q.recipe.scheme()
+    return orderings.Kind(
+        weight_bits=scheme.weight_bits if scheme else None,
+        scheme=scheme.name if scheme else None,
+        calibrated=q.calibration.num_samples > 0,
+    )
 
 
 def _row(q: QuantizeStage, by: dict) -> Row:
@@ -263,7 +274,7 @@ def throughput(path: Path) -> dict | None:
     }
 
 
-def render(rows: list[Row], model: str) -> str:
+def render(rows: list[Row], model: str, kinds: dict | None = None) -> str:
     tasks = sorted({t for r in rows for t in r.tasks})
     head = (
         f"{'recipe':<14} {'size MiB':>9} {'×bf16':>6} {'mean KL ± SE':>19} "
@@ -290,6 +301,9 @@ def render(rows: list[Row], model: str) -> str:
             f"recovery: mean over {', '.join(tasks)}; its SE by the delta method from the two "
             "scores' SEs (computed)"
         )
+    expected = orderings.check(rows, kinds or {})
+    if expected:
+        lines += ["orderings expected (mean KL, two standard errors either side):", *expected]
     return "\n".join(lines + notes)
 
 

@@ -6,7 +6,7 @@ from tabulate import tabulate
 
 from pipeline.core.outcome import Outcome
 from pipeline.core.runs import Runs
-from pipeline.models import aliases
+from pipeline.models import aliases, packaged
 
 NAME = "models"
 
@@ -17,5 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     tiny = (aliases.TINY, "embedded: trained here from Python's own docs (default)")
-    print(tabulate([tiny, *aliases.ALIASES.items()], tablefmt="plain", disable_numparse=True))
+    built = [(name, packaged.describe(name)) for name in packaged.PACKAGED]
+    rows = [tiny, *built, *aliases.ALIASES.items()]
+    print(tabulate(rows, tablefmt="plain", disable_numparse=True))
     return Outcome.of(NAME, "ok")

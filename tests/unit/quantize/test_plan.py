@@ -31,7 +31,7 @@ def test_schemes_from_presets_and_config_groups():
         {"config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 64, "symmetric": False}}}}
     )
     assert (custom.name, custom.weight_bits, custom.group_size, custom.symmetric) == (
-        "custom", 4, 64, False,
+        "W4A16_ASYM_G64", 4, 64, False,
     )  # fmt: skip
     assert custom.activation_bits is None and scheme_from_args({}) is None
 
