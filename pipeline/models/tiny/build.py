@@ -10,7 +10,7 @@ import math
 import time
 from pathlib import Path
 
-from pipeline.core import progress
+from pipeline.core import own_process, progress
 from pipeline.core.files import sha256_json, staging_dir, waiting_lock
 from pipeline.core.paths import cache_root
 from pipeline.data import corpus
@@ -54,27 +54,8 @@ def ensure(training: dict | None = None, root: Path | None = None, measure: bool
         if not (final / "build.json").is_file():
             print(f"building tiny-llama (once, cached at {final})", flush=True)
             with staging_dir(final) as tmp:
-                _apart(tmp, training, key, measure)
+                own_process.spawned(_build, tmp, training, key, measure, what="building tiny-llama")
     return final
-
-
-def _apart(*args) -> None:
-    """_build in a process of its own (spawned, nothing inherited): what training holds —
-    the optimizer's state, torch's allocator, the token stream — goes when it ends, instead of
-    counting as the peak memory of the command that needed the model (a fresh clone's first
-    `make quantize` said `peak RSS 1.07 GiB, planned 0.62 GiB` with the build in its process)."""
-    import multiprocessing
-
-    child = multiprocessing.get_context("spawn").Process(target=_build, args=args)
-    child.start()
-    try:
-        child.join()
-    except KeyboardInterrupt:
-        child.terminate()
-        child.join()
-        raise
-    if child.exitcode != 0:
-        raise RuntimeError(f"building tiny-llama failed (exit {child.exitcode}): see above")
 
 
 def train_tokenizer(texts: list[str]):

