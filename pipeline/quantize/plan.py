@@ -59,8 +59,18 @@ def _group_needs_data(group: dict) -> bool:
 
 
 def check_fit(recipe: RecipeFile, g: Geometry, model_name: str) -> None:
-    """Refuse, before loading weights, a scheme whose group size does not divide a Linear."""
+    """Refuse, before loading weights, a scheme whose groups or blocks do not divide a Linear
+    (compressed-tensors only warns of blocks, then the save fails: "non contiguous tensor")."""
     scheme = recipe.scheme()
+    if scheme and scheme.block:
+        rows, cols = scheme.block
+        for lin in targeted(recipe, g):
+            if lin.in_features % cols or lin.out_features % rows:
+                raise UserError(
+                    f"recipe {recipe.name}: {scheme.name}'s {rows}×{cols} blocks do not divide "
+                    f"{model_name} {lin.name} ({lin.out_features}×{lin.in_features}); take a "
+                    f"per-channel recipe (fp8) or add '{lin.name.split('.')[-1]}' to ignore"
+                )
     if not scheme or not scheme.group_size:
         return
     for lin in targeted(recipe, g):
@@ -84,6 +94,7 @@ def fitted(recipe: RecipeFile, g: Geometry, model_name: str) -> RecipeFile:
     scheme = recipe.scheme()
     widths = {lin.in_features for lin in targeted(recipe, g)} if scheme else set()
     if not scheme or not scheme.group_size or not any(w % scheme.group_size for w in widths):
+        check_fit(recipe, g, model_name)  # blocks: no smaller one to take
         return recipe
     size = next((n for n in SMALLER_GROUPS if n < scheme.group_size
                  and not any(w % n for w in widths)), None)  # fmt: skip

@@ -43,3 +43,13 @@ def test_a_preset_in_other_groups_reads_back_as_that_preset():
         "num_bits": 4, "type": "int", "symmetric": False, "strategy": "group",
         "group_size": 32}}}}  # fmt: skip
     assert scheme_from_args(args).name == "W4A16_ASYM_G32"
+
+
+def test_blocks_that_do_not_divide_are_refused_in_one_line():
+    """compressed-tensors only warns, then the save fails ("non contiguous tensor"): SmolLM2's
+    576-wide layers against FP8_BLOCK's 128×128."""
+    g = geometry.of_model(aliases.resolve("smollm2-135m"))
+    with pytest.raises(UserError, match=r"FP8_BLOCK's 128×128 blocks do not divide smollm2-135m"):
+        plan.fitted(recipe.load("fp8-block"), g, "smollm2-135m")
+    fits = geometry.of_model(aliases.resolve("llama3-8b"))
+    assert plan.fitted(recipe.load("fp8-block"), fits, "llama3-8b").scheme().block == (128, 128)
