@@ -53,6 +53,8 @@ def quantize_row(manifest: Path) -> list[str]:
     if m.get("status") != "done":
         return ["-"] * 3
     q = m["metrics"]
+    if "planned_peak_rss_bytes" not in q:  # an online recipe: vLLM quantizes as it loads
+        return ["-"] * 3
     ratio = q.get("peak_rss_ratio_to_plan")
     rss = f"{q['peak_rss_bytes'] / 2**30:.2f} GiB / {q['planned_peak_rss_bytes'] / 2**30:.2f}"
     return [f"{q['tensor_bytes'] / q['bf16_bytes']:.3f}", f"{q['quantize_seconds']:.0f}",
