@@ -22,7 +22,7 @@ EXIT_CODES = """exit codes: 0 ok · 1 internal error (also a server or hub failu
 · 2 user error (bad input; nothing was created) · 3 a gate failed (results complete,
 quality below the recipe's gates) · 4 not possible on this host (e.g. W4A16 without
 vLLM's kernel; a GPU can) · 75 transient: try again later (a locked or unanswering
-results database)."""
+results database) · 130 interrupted (Ctrl-C) · 143 terminated (SIGTERM)."""
 JSON_NOTE = (
     "--json prints the outcome as one JSON line on stdout (`python -m pipeline schema outcome`)."
 )

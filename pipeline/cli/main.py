@@ -20,8 +20,8 @@ import traceback
 
 from pipeline.cli import commands, common_flags, help_texts
 from pipeline.cli.help_texts import EXIT_CODES_HELP
-from pipeline.core import procs, secrets
-from pipeline.core.errors import INTERRUPTED, PipelineError, debugging
+from pipeline.core import procs, secrets, stopping
+from pipeline.core.errors import PipelineError, Terminated, debugging, interrupted
 from pipeline.core.outcome import Outcome
 from pipeline.core.runs import Runs
 
@@ -46,14 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         # where run folders live: RUNS_DIR read once, its form checked before any command and
         # any work (exit 2 or 4), and the value handed to the command
         runs = Runs.from_env()
-        with out:
+        with out, stopping.on_sigterm():
             outcome = args.func(args, runs)
     except PipelineError as e:
         if debugging():
             traceback.print_exc()
         outcome = Outcome.of(command, e.reason, str(e))
-    except KeyboardInterrupt:
-        outcome = Outcome.of(command, "interrupted", INTERRUPTED)
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (errors.Terminated)
+        status = "terminated" if isinstance(e, Terminated) else "interrupted"
+        outcome = Outcome.of(command, status, interrupted(e))
     except Exception as e:  # a bug or a library's crash: the traceback is for the maintainers
         traceback.print_exc()
         outcome = Outcome.of(command, "internal_error", f"{type(e).__name__}: {e}"[:1000])
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome.message = secrets.text(outcome.message)
     if want_json:
         print(outcome.model_dump_json())
-    if outcome.status == "interrupted":  # not an error: the user's stop, said once
+    if outcome.status in ("interrupted", "terminated"):  # not an error: a stop, said once
         print(f"\n{outcome.message}", file=sys.stderr)
     elif outcome.exit_code and outcome.message:
         print(f"error: {outcome.message}", file=sys.stderr)

@@ -7,8 +7,11 @@ They live beside the stage's staging folder, never where a finished result is lo
                                                                inputs, each unit done and its time
     runs/<model>/<recipe>/artifact.checkpoints/<unit file>     written whole, then renamed
 
-A unit counts as done only once its file is renamed into place and progress.json names it (both
-atomic), so a kill at any moment leaves either a whole unit or none. The runner (core/stage.py)
+A unit counts as done only once its file is synced, renamed into place (the folder synced too)
+and progress.json names it with its sha256, so a kill at any moment leaves either a whole unit
+or none; a host crash that tears a file anyway (a disk that lied about its sync, a copy cut
+short) is caught when the next attempt opens them: a unit whose bytes do not match its sha256
+is discarded, said in one line, and its work redone. The runner (core/stage.py)
 opens them with the stage's fingerprint: another fingerprint (the inputs, a library version, the
 path changed) or `--force` discards them and says why; a finished stage removes them.
 
@@ -24,7 +27,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline.core.files import write_json_atomic
+from pipeline.core.files import fsync_file, fsync_folder, sha256_file, write_json_atomic
 
 PROGRESS = "progress.json"
 
@@ -39,6 +42,7 @@ class Checkpoints:
         self._done: dict[str, dict] = found.get("done", {}) if found else {}
         self.total: int | None = found.get("total") if found else None
         self.kind: str | None = found.get("kind") if found else None
+        self.replay: dict | None = found.get("replay") if found else None
 
     @classmethod
     def beside(cls, final: Path, fingerprint: str, inputs: dict, force: bool) -> "Checkpoints":
@@ -59,7 +63,10 @@ class Checkpoints:
             shutil.rmtree(folder, ignore_errors=True)
         for half in folder.glob("**/.*.tmp-*"):  # a unit killed as it was written
             half.unlink(missing_ok=True)
-        return cls(folder, fingerprint, inputs, said)
+        kept = cls(folder, fingerprint, inputs, said)
+        if torn := kept._drop_torn():
+            kept.discarded = "\n".join(filter(None, [said, torn]))
+        return kept
 
     def done(self) -> dict[str, dict]:
         """The units done, in the order they finished: {name: {"seconds": …, "file": …}}."""
@@ -78,6 +85,26 @@ class Checkpoints:
             self.kind, self.total = kind, total
             self._save()
 
+    def replay_on(self, record: dict) -> str | None:
+        """Units are replayed bit for bit only where they were made alike: `record` says how
+        (device, dtype, torch). Kept under another record, they are discarded: the reason, in
+        one line (None: kept here, or none kept)."""
+        with self._lock:
+            before, units = self.replay, len(self._done)
+            self.replay = record
+            if before in (None, record) or not units:
+                self._save()
+                return None
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self._done = {}
+            self._save()
+        moved = ", ".join(f"{k} {before.get(k)} → {record.get(k)}" for k in sorted(record)
+                          if before.get(k) != record.get(k))  # fmt: skip
+        return (
+            f"not resuming: {units} {self.kind or 'unit'}(s) of an earlier attempt discarded: "
+            f"kept under another {moved} (replay would match neither run)"
+        )
+
     def keep(
         self, name: str, file: str, write: Callable[[Path], None], seconds: float, **about
     ) -> None:
@@ -87,12 +114,34 @@ class Checkpoints:
         tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
         target.parent.mkdir(parents=True, exist_ok=True)
         write(tmp)
+        fsync_file(tmp)
+        sha = sha256_file(tmp)
         os.replace(tmp, target)
+        fsync_folder(target.parent)
         with self._lock:
-            self._done[name] = {"seconds": round(seconds, 3), "file": file, **about}
+            self._done[name] = {"seconds": round(seconds, 3), "file": file, "sha256": sha, **about}
             self._save()
             if self.on_keep:
                 self.on_keep()
+
+    def _drop_torn(self) -> str | None:
+        """Forget each unit whose file is missing or whose bytes are not those kept (a torn
+        write, a corrupted copy): its work is redone. Says which, in one line."""
+        torn = []
+        for name, unit in list(self._done.items()):
+            path = self.folder / unit["file"]
+            if not path.is_file():
+                torn.append((name, unit["file"], "missing"))
+            elif unit.get("sha256") and sha256_file(path) != unit["sha256"]:
+                torn.append((name, unit["file"], "sha256 differs"))
+        if not torn:
+            return None
+        for name, file, _ in torn:
+            (self.folder / file).unlink(missing_ok=True)
+            del self._done[name]
+        self._save()
+        which = ", ".join(f"{file} ({why})" for _, file, why in torn)
+        return f"kept {self.kind or 'unit'}(s) discarded and redone: {which}"
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -105,6 +154,7 @@ class Checkpoints:
                 "inputs": self.inputs,
                 "kind": self.kind,
                 "total": self.total,
+                "replay": self.replay,
                 "done": self._done,
             },  # fmt: skip
         )

@@ -3,7 +3,7 @@
     0 ok · 1 internal error (a server or hub failure too) · 2 user error · 3 a gate failed (or
     was inconclusive: too few items to decide it) · 4 not possible on this host · 75 transient:
     try again later (a locked SQLite file, a database that did not answer in time) · 130
-    interrupted
+    interrupted (Ctrl-C) · 143 terminated (SIGTERM: stopped the same way)
 
 75 is sysexits.h's EX_TEMPFAIL, which cron wrappers and mail agents already read as "retry":
 a condition that clears by itself is no user's mistake (2), and no bug of ours (1).
@@ -70,9 +70,24 @@ class HubError(PipelineError):
 EXIT_CODES = {"ok": 0, "internal_error": 1, "server_error": 1, "hub_error": 1}
 EXIT_CODES |= {"artifact_check": 1}
 EXIT_CODES |= {"user_error": 2, "gate_failed": 3, "unsupported": 4, "interrupted": 130}
-INTERRUPTED = "interrupted (Ctrl-C): nothing half-written is marked done"
 EXIT_CODES |= {"transient": 75}  # sysexits.h's EX_TEMPFAIL
 EXIT_CODES |= {"gate_inconclusive": 3}  # a gate whose data cannot decide it: no pass either
+EXIT_CODES |= {"terminated": 143}  # SIGTERM: 128 + 15, as a shell reports a process it ended
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: what Slurm, Kubernetes, Ray's cancel and `timeout` send first. Raised by the
+    handler `stopping.on_sigterm` installs, so every path that stops cleanly on Ctrl-C stops
+    the same way on it."""
+
+
+def interrupted(e: BaseException) -> str:
+    how = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C"
+    return f"interrupted ({how}): nothing half-written is marked done"
+
+
+INTERRUPTED = interrupted(KeyboardInterrupt())
+TERMINATED = interrupted(Terminated())
 
 
 def first_line(e: BaseException) -> str:

@@ -53,7 +53,7 @@ from pathlib import Path, PurePosixPath
 from pipeline.core import secrets, stored_objects
 from pipeline.core import store_transport as transport
 from pipeline.core.errors import UserError
-from pipeline.core.files import write_json_atomic
+from pipeline.core.files import sha256_file, write_json_atomic
 from pipeline.core.store_transport import MANIFEST, OBJECTS, StoreError
 
 __all__ = [
@@ -261,7 +261,7 @@ class _Record:
         known = self.hashes.get(inner)
         if known and known[:-1] == key:
             return known[-1]
-        return self.remember(path, inner, _sha256(path))
+        return self.remember(path, inner, sha256_file(path))
 
     def remember(self, path: Path, inner: str, sha: str) -> str:
         self.hashes[inner] = [*_stat_key(path), sha]
@@ -277,11 +277,6 @@ class _Record:
 def _stat_key(path: Path) -> list[int]:
     st = path.stat()
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 # --- pull -------------------------------------------------------------------------------------
@@ -333,7 +328,7 @@ def _fetch(store: transport.Store, what: str, meta: dict, target: Path) -> None:
         except FileNotFoundError:
             raise StoreError(f"{store.shown()}: {what} (sha256 {sha[:12]}…) is named by its "
                              "manifest but not held by the store") from None  # fmt: skip
-        if (found := _sha256(partial)) != sha:
+        if (found := sha256_file(partial)) != sha:
             raise StoreError(f"{store.shown()}: {what}: object {sha[:12]}… holds other bytes "
                              f"(sha256 {found[:12]}…): not used")  # fmt: skip
         os.replace(partial, target)

@@ -11,7 +11,7 @@ from pipeline.core.errors import EXIT_CODES
 SCHEMA_VERSION = 1
 Status = Literal[
     "ok", "user_error", "gate_failed", "unsupported", "server_error", "hub_error", "artifact_check",
-    "internal_error", "interrupted", "gate_inconclusive", "transient",
+    "internal_error", "interrupted", "gate_inconclusive", "transient", "terminated",
 ]  # fmt: skip
 
 
@@ -32,7 +32,7 @@ class Outcome(BaseModel):
     status: Status
     exit_code: int = Field(
         description="0 ok, 1 internal, 2 user error, 3 gate failed or inconclusive, 4 host "
-        "cannot, 75 transient (try again later), 130 interrupted"
+        "cannot, 75 transient (try again later), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM)"
     )
     message: str | None = None
     model: str | None = None

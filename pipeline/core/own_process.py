@@ -17,12 +17,14 @@ by its fork handler): the child asks it first and hands the work back when it is
 
 import multiprocessing
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable
 from typing import TypeVar
 
-from pipeline.core.errors import PipelineError
+from pipeline.core import stopping
+from pipeline.core.errors import PipelineError, Terminated
 
 T = TypeVar("T")
 
@@ -43,10 +45,12 @@ def call(fn: Callable[..., T], *args) -> T:
         child.join()
         why = f"the stage's process ended without a result (exit {child.exitcode})"
         raise RuntimeError(why) from None
-    except KeyboardInterrupt:  # Ctrl-C reached the child too: it records the stop, then ends
+    except KeyboardInterrupt as e:  # the child records the stop, then ends
+        if isinstance(e, Terminated):  # Ctrl-C reached the child's group too; SIGTERM did not
+            os.kill(child.pid, signal.SIGTERM)
         child.join(timeout=30)
         if child.is_alive():
-            child.terminate()
+            child.kill()  # it ignores further stops: hung while recording this one
             child.join()
         raise
     child.join()
@@ -63,6 +67,7 @@ BAD_FORK += " without PYTORCH_NVML_BASED_CUDA_CHECK=1)"
 
 
 def _child(send, fn: Callable, args: tuple) -> None:
+    stopping.once_in_child()
     try:
         result = ("bad-fork", None) if _in_bad_fork() else ("ok", fn(*args))
     except BaseException as e:  # the parent raises it: its type decides the exit code

@@ -29,10 +29,14 @@ def runs_url() -> str | None:
     return _checked(os.environ.get("RUNS_DIR") or "")
 
 
-# Object stores run folders can live in besides a folder, each written through its fsspec
-# package (s3fs, gcsfs, adlfs). Not http(s):// (fsspec reads it, never writes), memory:// (gone
-# with the process), file:// (a folder is given as its path), nor fsspec's wrappers (zip://).
-STORES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss")
+# Object stores run folders can live in besides a folder, written through s3fs. Not http(s)://
+# (fsspec reads it, never writes), memory:// (gone with the process), file:// (a folder is given
+# as its path), nor fsspec's wrappers (zip://). GCS and Azure are refused: a commit's manifest
+# is written only over the version it read (S3's If-Match, store_transport.write_pointer), and
+# gcsfs's and adlfs's preconditions are neither wired nor tested here: two machines committing
+# one folder there would overwrite each other's merge, and the GC could read an age of 0.
+STORES = ("s3", "s3a")
+UNSUPPORTED_STORES = ("gs", "gcs", "az", "abfs", "abfss")
 # S3's rule for every bucket made since 2018 (botocore's own check, handlers.VALID_BUCKET,
 # still lets through the older names: capitals, `_`, 255 characters)
 _S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -55,6 +59,12 @@ def _checked(found: str) -> str | None:
             url = f"{meant if meant in STORES else 's3'}://bucket/prefix"
             raise UserError(f"RUNS_DIR={shown}: not a URL ({url}) nor a folder")
         return None  # a folder
+    if scheme in UNSUPPORTED_STORES:
+        raise UserError(
+            f"RUNS_DIR={shown}: {scheme}:// is not supported for run folders (no conditional "
+            "writes wired for it: concurrent commits would overwrite each other); use s3:// "
+            "(S3 or an S3-compatible store) or a shared folder"
+        )
     if scheme not in STORES:
         if scheme.lower() in STORES:
             raise UserError(

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from pipeline.core import environment, objectstore, quiet
 from pipeline.core.checkpoints import Checkpoints
-from pipeline.core.errors import INTERRUPTED
+from pipeline.core.errors import interrupted
 from pipeline.core.files import sha256_json
 from pipeline.core.rundir import HISTORY_STAGES, RunDir, StageEntry, now
 
@@ -109,7 +109,7 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
         except BaseException as e:
             stopped = isinstance(e, KeyboardInterrupt)
             entry.status = "interrupted" if stopped else "failed"
-            entry.ended, entry.error = now(), INTERRUPTED if stopped else _one_line(e)
+            entry.ended, entry.error = now(), interrupted(e) if stopped else _one_line(e)
             entry.metrics = {"wall_seconds": round(time.monotonic() - t0, 2)}
             entry.outputs = _as_left(rundir.path, folder, entry.outputs)
             rundir.update(stage.header, stage.name, entry)

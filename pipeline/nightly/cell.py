@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pipeline.config.flags import to_argv
+from pipeline.core import procs
 from pipeline.core.outcome import Outcome
 from pipeline.core.paths import REPO
 from pipeline.core.runs import Runs
@@ -27,6 +28,7 @@ from pipeline.serve.results import load as serve_results
 
 # the process groups of the cells this process runs now: stop_running() ends them
 _RUNNING: set[int] = set()
+STOP_GRACE_S = 60.0  # a stopped cell's time to record its stop and end its vLLM servers
 
 
 def execute(
@@ -153,6 +155,9 @@ def _run(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             stdout, _ = proc.communicate()
+        except KeyboardInterrupt:  # the driver was stopped (Ctrl-C, SIGTERM, Ray's cancel):
+            procs.stop(proc, STOP_GRACE_S)  # the cell stops as a command does, then is ended
+            raise
         finally:
             _RUNNING.discard(proc.pid)
         err.write(stdout)

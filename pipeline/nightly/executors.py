@@ -23,7 +23,7 @@ from pipeline.core.paths import REPO
 from pipeline.core.progress import bar
 from pipeline.core.runs import Runs
 from pipeline.nightly import envs, placement
-from pipeline.nightly.cell import execute, execute_on_node
+from pipeline.nightly.cell import STOP_GRACE_S, execute, execute_on_node
 from pipeline.nightly.matrix import Cell
 
 Done = Callable[[dict], object]
@@ -87,7 +87,7 @@ class Ray:
             submit(queue.pop(0))
         progress = bar(total=sum(map(len, queues.values())) + len(pending),
                        desc="nightly cells (ray)", unit="cell")  # fmt: skip
-        with progress:  # closed however the night ends, as Local's
+        with progress, _cancelled_when_stopped(ray, pending):  # closed however it ends
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
                 lost = {} if ready else self._unplaceable(pending)
@@ -120,6 +120,22 @@ class Ray:
                     f"ray: no node alive holds its {gpus} GPUs now ({placement.shapes(nodes)})"
                 )
         return lost
+
+
+@contextlib.contextmanager
+def _cancelled_when_stopped(ray, pending: dict) -> Iterator[None]:
+    """The driver stopped (Ctrl-C, SIGTERM): each running cell gets Ray's cancel, which raises
+    KeyboardInterrupt in its task, so it stops as a command does (cell._run); their ends are
+    awaited before Ray shuts down and takes the workers with it."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        for ref in pending:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)
+        with contextlib.suppress(Exception):
+            ray.wait(list(pending), num_returns=len(pending), timeout=STOP_GRACE_S + 10)
+        raise
 
 
 @contextlib.contextmanager

@@ -37,8 +37,9 @@ _RNG = "__rng__.torch"
 
 
 # Modifiers whose whole state after a layer is that layer's modules' (and torch's RNG): a
-# resumed run of these was checked byte-identical to an uninterrupted one (tiny-llama: gptq,
-# awq, int8's SmoothQuant then GPTQ, nvfp4, fp8-kv). AutoRound is not among them: it hands each
+# resumed run of each shipped recipe of these is tested byte-identical to an uninterrupted one
+# (tests/e2e/quantize/test_quantize_stage.py: gptq, awq, int8 killed in its second pass, nvfp4
+# with only the save left, fp8-kv; tiny-llama). AutoRound is not among them: it hands each
 # layer's quantized outputs to the next layer's tuning (its `_q_input`), which no replay of
 # the kept layers rebuilds.
 SAVE_LEFT = "the save"  # kept()'s word when every layer of every pass is kept

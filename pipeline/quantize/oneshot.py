@@ -36,6 +36,14 @@ class Job:
     saved_dtype: str  # the checkpoint's dtype, for saving after a float32 calibration on CPU
 
 
+def upcasts(calibrating: bool) -> bool:
+    """Whether the model is calibrated in float32 (a CPU host: torch 2.13's bf16 matmuls are ~7x
+    slower there) rather than in its checkpoint's dtype."""
+    import torch
+
+    return calibrating and not torch.accelerator.is_available()
+
+
 def run(
     job: Job, out: Path, steps=None, track_routing: bool = True, layers=None, checkpoints=None
 ) -> dict | None:
@@ -62,7 +70,7 @@ def run(
     # on CPU) and cast back to the checkpoint's dtype before saving: the same bytes result.
     # A data-free recipe runs no matmul: it loads in the checkpoint's dtype on CPU too (half
     # the memory, and the same arithmetic as on a GPU and on the model-free path).
-    upcast = job.texts is not None and not torch.accelerator.is_available()
+    upcast = upcasts(job.texts is not None)
     model = _load(job.model_path, torch.float32 if upcast else "auto")
     tokenizer = AutoTokenizer.from_pretrained(job.model_path)
     if steps:

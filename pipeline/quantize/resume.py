@@ -10,7 +10,7 @@ model-free path (model_free.py). A data-free oneshot (minutes even at 70B) and `
 
 from pipeline.core import quiet
 from pipeline.core.checkpoints import Checkpoints
-from pipeline.quantize import layer_checkpoints, model_free
+from pipeline.quantize import layer_checkpoints, model_free, oneshot
 
 
 def start(job, checkpoints: Checkpoints | None) -> Checkpoints | None:
@@ -21,6 +21,9 @@ def start(job, checkpoints: Checkpoints | None) -> Checkpoints | None:
     say = lambda line: print(line, file=quiet.terminal(), flush=True)  # noqa: E731
     if checkpoints.discarded:
         say(checkpoints.discarded)
+    calibrating = job.path != "model-free" and bool(job.calibration.num_samples)
+    if moved := checkpoints.replay_on(replay_record(calibrating, job.geometry.dtype)):
+        say(moved)
     if job.path == "model-free":
         unit, (done, total, seconds), where = "shard", model_free.kept(checkpoints), ""
         units = done
@@ -36,15 +39,32 @@ def start(job, checkpoints: Checkpoints | None) -> Checkpoints | None:
         checkpoints.remove()  # nothing of this run is kept: no earlier attempt's either
         return None
     checkpoints.resumed = None
-    if done or where:
+    if units:  # any kept state loads, if only the embeddings' subgraph: said and recorded
         saves = f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
         at = f"{unit} {done + 1} of {total}{where}"
         if where == layer_checkpoints.SAVE_LEFT:
             at = f"the save (all {total} layers kept)"
-        say(f"resuming at {at} ({done} done, saves ~{saves})")
+        finished = f"{done} done" if done or where else "the embeddings' subgraph kept"
+        say(f"resuming at {at} ({finished}, saves ~{saves})")
         checkpoints.resumed = {"at": at, "kept": done, "units": units,
                                "kept_seconds": round(seconds, 1)}  # fmt: skip
     return checkpoints
+
+
+def replay_record(calibrating: bool, saved_dtype: str) -> dict:
+    """What a kept layer's replay is bit-exact under: the device kind (a GPU's model; a CPU's
+    vector unit, which picks oneDNN's kernels), the dtype the model is calibrated in, torch's
+    build. A CPU node's float32 layers replayed into a GPU's bf16 retry would match neither
+    uninterrupted run."""
+    import torch
+
+    device = f"cpu {torch.backends.cpu.get_cpu_capability()}"
+    if torch.accelerator.is_available():
+        device = torch.accelerator.current_accelerator().type
+        if device == "cuda":
+            device += f" {torch.cuda.get_device_name()}"
+    dtype = "float32" if oneshot.upcasts(calibrating) else saved_dtype
+    return {"device": device, "dtype": dtype, "torch": torch.__version__}
 
 
 def record(checkpoints: Checkpoints | None) -> dict | None:

@@ -8,14 +8,13 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from pipeline.config import recipe
-from pipeline.core import serving_env
+from pipeline.core import gpu_resume_check, serving_env
 from pipeline.core.errors import INTERRUPTED
 from pipeline.core.same_tensors import differences
 from pipeline.quantize.artifact import tensors
@@ -115,6 +114,9 @@ def test_artifact_format_and_manifest(quantized, name):
     samples = m["calibration_samples"]
     calibrated = ("autoround", "awq", "fp8-kv", "gptq", "int8", "nvfp4")
     assert samples == (64 if name in calibrated else 0)
+    assert not (run / "artifact.checkpoints").exists()  # kept layers go once the artifact is in
+    refused = "layers not kept for resuming: AutoRound hands each layer's quantized outputs"
+    assert (refused in quantized.printed[name]) == (name == "autoround")
 
 
 def _heldout_loss(model_dir) -> float:
@@ -158,35 +160,22 @@ def test_rerun_is_cached_and_force_redoes(quantized, session_runs):
     assert redone["status"] == "done" and redone["fingerprint"] == before["fingerprint"]
 
 
-# The quantize, held once unit `sys.argv[1]` is kept (Checkpoints.keep wrapped in the process,
-# before the stage forks its child): the signal then reaches a stage at a known point, however
-# slowly this test's process is scheduled (on a loaded host the whole run could end first)
-HELD = """
-import runpy, sys, time
-from pipeline.core.checkpoints import Checkpoints
-keep, unit = Checkpoints.keep, sys.argv.pop(1)
-
-def held(self, name, *args, **kwargs):
-    keep(self, name, *args, **kwargs)
-    if name == unit:
-        time.sleep(600)
-
-Checkpoints.keep = held
-runpy.run_module("pipeline", run_name="__main__", alter_sys=True)
-"""
-
-
 def _stopped_at_layer(
-    run: Path, runs: Path, how: signal.Signals, layer: int, samples: int
+    run: Path,
+    runs: Path,
+    how: signal.Signals,
+    layer: int,
+    samples: int | None,
+    recipe_name: str = "gptq",
+    calibration_pass: int = 0,
 ) -> tuple[int, str]:
-    """A GPTQ quantize stopped once decoder layer `layer` is kept (its checkpoint renamed into
-    place: `pass 0 subgraph <layer>` in progress.json, subgraph 0 being the embeddings'):
-    Ctrl-C as a terminal sends it (SIGINT to the whole process group: the stage's forked child
-    too), or kill -9."""
-    unit = f"pass 0 subgraph {layer}"
-    command = [sys.executable, "-c", HELD, unit, "quantize", "--recipe", "gptq",
-               "--num-samples", str(samples)]  # fmt: skip
-    env = {**os.environ, "RUNS_DIR": str(runs)}
+    """A quantize stopped once decoder layer `layer` of calibration pass `calibration_pass` is
+    kept (its checkpoint renamed into place: `pass <p> subgraph <layer>` in progress.json,
+    subgraph 0 being the embeddings'): Ctrl-C as a terminal sends it (SIGINT to the whole
+    process group: the stage's forked child too), or kill -9. `samples` None: the recipe's."""
+    unit = f"pass {calibration_pass} subgraph {layer}"
+    command = ["quantize", "--recipe", recipe_name]
+    command += ["--num-samples", str(samples)] if samples else []
     started = time.time()  # an earlier attempt's progress.json may already name the layer
 
     # SIGINT as a terminal's process has it: a suite started in the background of a script
@@ -194,9 +183,8 @@ def _stopped_at_layer(
     def interruptible():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=interruptible)  # fmt: skip
+    proc = gpu_resume_check.held_at(unit, command, runs, cwd=REPO, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, preexec_fn=interruptible)  # fmt: skip
     progress = run / "artifact.checkpoints" / "progress.json"
     deadline = time.time() + 300
     while time.time() < deadline:
@@ -216,7 +204,9 @@ def test_a_killed_run_resumes_at_its_first_unfinished_layer_with_the_same_bytes(
     the finished layers kept beside (never where an artifact is looked for). Another input:
     those discarded, said in one line. kill -9 at a random layer: the entry stays `running`;
     the same command then resumes at the first unfinished layer and writes the tensors an
-    uninterrupted run writes, bit for bit, the manifest saying from where."""
+    uninterrupted run writes, bit for bit, the manifest saying from where — after one kept
+    layer's bytes are corrupted (discarded by its sha256, redone). gpu-check's resume row holds
+    here, and fails where nothing resumes."""
     runs = tmp_path / "runs"
     run = runs / "tiny-llama" / "gptq"
     code, err = _stopped_at_layer(run, runs, signal.SIGINT, 1, samples=6)
@@ -234,21 +224,69 @@ def test_a_killed_run_resumes_at_its_first_unfinished_layer_with_the_same_bytes(
     assert said.startswith("not resuming: ") and "its inputs differ (" in said, said
     entry = json.loads((run / "manifest.json").read_text())["stages"]["quantize"]
     assert entry["status"] == "running"
+    # a host crash's torn write, at the same size: that layer is redone, the ones before kept
+    torn = random.randint(1, layer)
+    kept_file = run / "artifact.checkpoints" / f"pass-0-subgraph-{torn:04d}.safetensors"
+    data = bytearray(kept_file.read_bytes())
+    data[-1] ^= 0xFF
+    kept_file.write_bytes(bytes(data))
 
     result = cli("quantize", "--recipe", "gptq", "--num-samples", "8", runs=runs)
     assert result.returncode == 0, result.stderr[-2000:]
-    resumed = re.search(r"resuming at layer (\d) of 4 \((\d) done, saves ~\d+ s\)", result.stderr)
-    assert resumed and int(resumed[2]) == layer and int(resumed[1]) == int(resumed[2]) + 1
+    assert f"discarded and redone: {kept_file.name} (sha256 differs)" in result.stderr
+    resumed = re.search(r"resuming at layer (\d) of 4 \(((\d) done|the embeddings' subgraph kept), "
+                        r"saves ~\d+ s\)", result.stderr)  # fmt: skip
+    assert resumed and int(resumed[1]) == torn, result.stderr[-2000:]
     entry = json.loads((run / "manifest.json").read_text())["stages"]["quantize"]
-    assert entry["status"] == "done" and entry["metrics"]["resumed"]["kept"] == int(resumed[2])
-    assert f"  resumed   at layer {resumed[1]} of 4: {resumed[2]} kept" in result.stdout
+    assert entry["status"] == "done" and entry["metrics"]["resumed"]["kept"] == torn - 1
+    assert f"  resumed   at layer {torn} of 4: {torn - 1} kept" in result.stdout
     assert not list(run.glob("*artifact.*"))  # no staging folder, no checkpoints left
 
     whole = cli("quantize", "--recipe", "gptq", "--num-samples", "8", runs=tmp_path / "whole")
     assert whole.returncode == 0 and "resuming" not in whole.stderr
-    assert (
-        differences(run / "artifact", tmp_path / "whole" / "tiny-llama" / "gptq" / "artifact") == []
-    )
+    whole = tmp_path / "whole" / "tiny-llama" / "gptq" / "artifact"
+    assert differences(run / "artifact", whole) == []
+
+    # gpu-check's resume row, as a GPU host runs it (at 8 samples): held and killed once layer
+    # 1 is kept, resumed at layer 2, these bytes; run again where the artifact is made, it fails
+    found = gpu_resume_check.check(tmp_path / "row", whole, samples=8)
+    assert found["why"] is None and found["detail"].startswith("resuming at layer 2 of 4 (1 done")
+    again = gpu_resume_check.check(tmp_path / "row", whole, samples=8)
+    assert again["why"] == "the run ended before a layer was kept: nothing to resume"
+
+
+# Every other recipe layer_checkpoints.RESUMABLE covers, killed where its own path differs:
+# AWQ's smoothing, int8's second pass (GPTQ after SmoothQuant's pass: the first replayed whole),
+# NVFP4's global scales, fp8-kv's KV observers; nvfp4 killed as every layer is kept (the save).
+# (pass, layer, samples): AWQ and int8 calibrate slowly at the recipe's 64 samples (~190 s and
+# ~60 s a run here), so they resume at 8 against an uninterrupted run at 8; the others against
+# the session's run of the recipe.
+RESUMED = {"awq": (0, 1, 8), "int8": (1, 1, 8), "nvfp4": (0, 4, None), "fp8-kv": (0, 1, None)}
+
+
+@pytest.mark.parametrize("name", sorted(RESUMED))
+def test_each_resumable_recipe_resumes_to_the_same_bytes(quantized, tmp_path, name):
+    """kill -9 once a layer is kept; the same command resumes there and writes what an
+    uninterrupted run of the recipe wrote, tensor for tensor."""
+    calibration_pass, layer, samples = RESUMED[name]
+    runs = tmp_path / "runs"
+    run = runs / "tiny-llama" / name
+    code, err = _stopped_at_layer(run, runs, signal.SIGKILL, layer, samples, name,
+                                  calibration_pass)  # fmt: skip
+    assert code == -signal.SIGKILL and not (run / "artifact").exists(), err[-2000:]
+    fewer = ["--num-samples", str(samples)] if samples else []
+    result = cli("quantize", "--recipe", name, *fewer, runs=runs)
+    assert result.returncode == 0, result.stderr[-2000:]
+    if layer == 4:  # the last decoder layer: only the save was left
+        assert "resuming at the save (all 4 layers kept" in result.stderr, result.stderr[-2000:]
+    else:
+        where = f" of pass {calibration_pass + 1}" if calibration_pass else ""
+        at = f"resuming at layer {layer + 1} of 4{where}"
+        assert at in result.stderr, result.stderr[-2000:]
+    whole = quantized(name) if not samples else tmp_path / "whole" / "tiny-llama" / name
+    if samples:
+        assert cli("quantize", "--recipe", name, *fewer, runs=tmp_path / "whole").returncode == 0
+    assert differences(run / "artifact", whole / "artifact") == []
 
 
 @pytest.fixture(scope="session")

@@ -368,6 +368,44 @@ def test_server_killed_mid_benchmark(served_fp8, quantized, tmp_path, session_ru
     assert vllm_processes() == []
 
 
+def test_sigterm_during_engine_start_up_stops_everything_in_one_line(
+    served_fp8, quantized, tmp_path, session_runs
+):
+    """SIGTERM to `pipeline serve` alone (Slurm, Kubernetes, `timeout`) while its engine starts:
+    it ends within a minute with exit 143 and one line, its vLLM server stopped, its entry
+    recorded `interrupted` (Python's default died on the spot: entry `running`, server left)."""
+    from pipeline.core.errors import TERMINATED
+
+    quantized("fp8")
+    recipe = tmp_path / "fp8-stopped.yaml"  # a run dir of its own; the original stays cached
+    recipe.write_text((REPO / "recipes" / "fp8.yaml").read_text())
+    assert cli("quantize", "--recipe", str(recipe), runs=session_runs).returncode == 0
+    run = session_runs / "tiny-llama" / "fp8-stopped"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "serve", "--recipe", str(recipe), *ONE_SIDE],
+        cwd=REPO, env=_env(session_runs), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not list(run.glob("serve/.*.partial-*/server.log")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the engine never started"
+            time.sleep(0.2)
+        time.sleep(2)  # into vLLM's start-up
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(60)
+    assert proc.returncode == 143, err[-2000:]
+    assert err.strip().splitlines()[-1] == TERMINATED and "Traceback" not in err
+    entry = json.loads((run / "manifest.json").read_text())["stages"]["serve"]
+    assert entry["status"] == "interrupted" and entry["error"] == TERMINATED
+    assert vllm_processes() == []
+
+
 def test_bad_artifact_and_startup_timeout_end_cleanly(tmp_path, tiny_model):
     from pipeline.config.recipe import ServeSettings
     from pipeline.core.errors import ServerError

@@ -53,3 +53,43 @@ def test_another_count_of_units_starts_over_and_remove_leaves_nothing(tmp_path):
     _keep(kept, "b", "second")
     kept.remove()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_torn_or_corrupted_unit_is_discarded_with_one_line_and_the_rest_kept(tmp_path):
+    """A host crash can tear a file whose rename survived; a copy can flip bytes at the same
+    size. Each unit's sha256, kept with it, is checked when the next attempt opens them."""
+    final = tmp_path / "artifact"
+    kept = Checkpoints.beside(final, "f1", INPUTS, force=False)
+    kept.begin("subgraph", 4)
+    for name, text in (("s0", "intact"), ("s1", "to be torn"), ("s2", "to be flipped")):
+        _keep(kept, name, text)
+    assert len(kept.done()["s0"]["sha256"]) == 64
+    torn, flipped = kept.path("s1"), kept.path("s2")
+    torn.write_text("to be")  # cut short
+    flipped.write_text("to be flopped")  # same size, other bytes
+    again = Checkpoints.beside(final, "f1", INPUTS, force=False)
+    assert again.discarded == (
+        "kept subgraph(s) discarded and redone: units/s1.bin (sha256 differs), "
+        "units/s2.bin (sha256 differs)"
+    )
+    assert list(again.done()) == ["s0"] and not torn.exists() and not flipped.exists()
+    assert Checkpoints.beside(final, "f1", INPUTS, force=False).discarded is None  # said once
+
+
+def test_units_kept_under_another_device_or_dtype_are_discarded_with_the_reason(tmp_path):
+    """The fingerprint names the inputs, not where the work ran: a CPU node's float32 layers
+    replayed into a GPU retry in bf16 would match neither uninterrupted run."""
+    cpu = {"device": "cpu AVX512", "dtype": "float32", "torch": "2.13.0+cpu"}
+    gpu = {"device": "cuda NVIDIA H100 80GB HBM3", "dtype": "bfloat16", "torch": "2.13.0"}
+    kept = Checkpoints.beside(tmp_path / "artifact", "f1", INPUTS, force=False)
+    assert kept.replay_on(cpu) is None
+    kept.begin("subgraph", 4)
+    _keep(kept, "s0", "x")
+    again = Checkpoints.beside(tmp_path / "artifact", "f1", INPUTS, force=False)
+    assert again.replay_on(cpu) is None and list(again.done()) == ["s0"]
+    assert again.replay_on(gpu) == (
+        "not resuming: 1 subgraph(s) of an earlier attempt discarded: kept under another "
+        "device cpu AVX512 → cuda NVIDIA H100 80GB HBM3, dtype float32 → bfloat16, "
+        "torch 2.13.0+cpu → 2.13.0 (replay would match neither run)"
+    )
+    assert again.done() == {} and not (tmp_path / "artifact.checkpoints" / "units").exists()

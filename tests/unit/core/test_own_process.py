@@ -2,13 +2,17 @@
 flow chooses it: where GPUs are seen (the stand-in nvidia-smi) and a later stage starts vLLM."""
 
 import os
+import signal
+import threading
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from pipeline.chain import flow
-from pipeline.core import own_process
-from pipeline.core.errors import NotOnThisHost
+from pipeline.core import own_process, stopping
+from pipeline.core.errors import NotOnThisHost, Terminated
 from tests.unit.core.test_devices import standin
 
 
@@ -34,6 +38,31 @@ def test_its_error_comes_back_with_its_type_and_a_dead_child_is_said():
         own_process.call(_refuse)
     with pytest.raises(RuntimeError, match=r"ended without a result \(exit 9\)"):
         own_process.call(_die)
+
+
+def _wait_to_be_stopped(folder: Path) -> None:
+    (folder / "started").touch()
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt as e:
+        (folder / "stopped").write_text(type(e).__name__)
+        raise
+
+
+def test_sigterm_to_the_command_stops_its_stages_process_like_ctrl_c(tmp_path):
+    """SIGTERM reaches the command's process alone (Slurm, Kubernetes, `timeout`), not its
+    forked stage as a terminal's Ctrl-C does: the stop is handed on, the child records it, and
+    the command ends as interrupted."""
+
+    def send_sigterm() -> None:
+        while not (tmp_path / "started").exists():
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=send_sigterm, daemon=True).start()
+    with stopping.on_sigterm(), pytest.raises(Terminated):
+        own_process.call(_wait_to_be_stopped, tmp_path)
+    assert (tmp_path / "stopped").read_text() == "Terminated"
 
 
 def test_a_child_torch_marks_as_a_bad_fork_hands_the_work_back(monkeypatch, capsys):

@@ -131,3 +131,44 @@ def test_a_cell_s_log_stays_in_the_log_folder_whatever_its_model_is_called():
         for m, n in (("/data/zoo/llama31", "slow1"), ("org/model", "fp8"), ("tiny-llama", "gptq"))
     ]
     assert found == ["data--zoo--llama31--slow1.log", "org--model--fp8.log", "tiny-llama--gptq.log"]
+
+
+CELL_THAT_RECORDS_ITS_STOP = """
+import pathlib, signal, sys, time
+folder = pathlib.Path(sys.argv[1])
+def stopped(signum, frame):
+    (folder / "stopped").write_text(signal.Signals(signum).name)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, stopped)
+(folder / "started").touch()
+time.sleep(60)
+"""
+
+
+def test_a_stopped_driver_stops_its_running_cell_as_a_command_is_stopped(monkeypatch, tmp_path):
+    """SIGTERM (or Ctrl-C) to the nightly driver: its cell, in a session of its own, gets
+    SIGTERM and its grace to record the stop and end its servers, instead of the SIGKILL its
+    parent's death sends it (procs.die_with_parent). The cell here stands in for `pipeline run`:
+    what that does with SIGTERM is the eval stage's SIGTERM test."""
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    from pipeline.core import stopping
+    from pipeline.core.errors import Terminated
+
+    script = [sys.executable, "-c", CELL_THAT_RECORDS_ITS_STOP, str(tmp_path)]
+    monkeypatch.setattr(cell, "command", lambda c: script)
+
+    def stop_the_driver() -> None:
+        while not (tmp_path / "started").exists():
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop_the_driver, daemon=True).start()
+    one = matrix.cells(matrix.load(None)[0], Runs(tmp_path / "runs"))[0]
+    with stopping.on_sigterm(), pytest.raises(Terminated):
+        cell._run(one, Runs(tmp_path / "runs"), tmp_path / "cell.log", timeout_s=120)
+    assert (tmp_path / "stopped").read_text() == "SIGTERM" and not cell._RUNNING
