@@ -70,6 +70,12 @@ NO_FIGURE = re.compile(r"(?<!\S)(?:#×|-)(?!\S)")
 RUN_ID = re.compile(r"\b\d{8}T\d{6}-[0-9a-f]{6}\b")  # a nightly run's (nightly/store/holding.py)
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+(?:[+-]\d\d:\d\d|Z)?")
 HEAD_END = re.compile(r": |[(;]")
+# What a line decides, compared word for word wherever it stands (after its head too): a
+# verdict, an ordering's, a gate's, an exit code with its number
+VERDICT = re.compile(
+    r"\b(?:indistinguishable|better|worse|does not hold|holds|FAIL|pass|inconclusive|ok|"
+    r"regressions?|failed|exit \d+)\b"
+)
 FINGERPRINT = re.compile(r"\b[0-9a-f]{12,64}\b")  # a result folder's: differs by host
 
 
@@ -150,16 +156,27 @@ def cleaned(stdout: str, runs_root: Path) -> str:
 
 def shape(text: str) -> list[str]:
     """What must not go stale: the lines, in order, each by its head (up to its first `: `, `(`
-    or `;`: what follows is figures and verdicts, which differ from host to host), with every
-    figure, date and column width left out."""
+    or `;`: the wording that follows may be reworded) and the verdicts anywhere in it (VERDICT:
+    word for word, an exit code with its number), with every other figure, date and column
+    width left out (tiny-llama is trained on each host: its figures differ from host to host)."""
     lines = []
     for line in text.strip().splitlines():
         line = RUN_ID.sub("<run id>", TIMESTAMP.sub("<time>", line))
-        line = NUMBER.sub("#", DURATION.sub("<duration>", FINGERPRINT.sub("<fp>", line)))
-        line = NO_FIGURE.sub("#", line)
-        head = HEAD_END.split(line, maxsplit=1)[0]
-        lines.append(" ".join(head.split()))
+        head, _, rest = _split_head(line)
+        said = VERDICT.findall(FINGERPRINT.sub("<fp>", rest))
+        head = NUMBER.sub("#", DURATION.sub("<duration>", FINGERPRINT.sub("<fp>", head)))
+        head = " ".join(NO_FIGURE.sub("#", head).split())
+        lines.append(" | ".join([head, *said]))
     return lines
+
+
+def _split_head(line: str) -> tuple[str, str, str]:
+    """(head, separator, rest) at the first `: `, `(` or `;` outside a figure."""
+    masked = NUMBER.sub(lambda m: "#" * len(m[0]), line)  # a figure's `:` (12:30) is no end
+    found = HEAD_END.search(masked)
+    if not found:
+        return line, "", ""
+    return line[: found.start()], found[0], line[found.end() :]
 
 
 def printed(argv: str, runs_root: Path) -> str:

@@ -63,8 +63,12 @@ def vllm_blocker() -> str | None:
     torch = _torch()
     if torch and torch.split("+")[0] != serving_env.VLLM_TORCH:
         return (f"vLLM {serving_env.VLLM_VERSION} needs torch {serving_env.VLLM_TORCH}; this "
-                f"host has {torch}: its image cannot take vLLM without another torch")  # fmt: skip
-    return "no serving env (vLLM) here: make setup builds it (the bundle does not carry vLLM)"
+                f"host has {torch}: its image cannot take vLLM without another torch (or "
+                f"SERVE_PYTHON=<a python with vLLM {serving_env.VLLM_VERSION}>)")  # fmt: skip
+    return (
+        "no serving env (vLLM) here: make setup builds it, or SERVE_PYTHON=<a python with vLLM "
+        "0.32> runs the rows with the host's own (the bundle does not carry vLLM)"
+    )
 
 
 def _torch() -> str | None:

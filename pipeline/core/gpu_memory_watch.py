@@ -14,21 +14,35 @@ import subprocess
 import threading
 import time
 
+from pipeline.core import devices
+
 INTERVAL_S = 0.5
 LEFT_TOLERANCE_MIB = 64  # the driver's own bookkeeping moves by a few MiB; a context is ~500
 SETTLE_S = 5.0  # a process's memory is returned shortly after it exits: read again until then
 
 
 def used_mib() -> int | None:
-    """Memory used on every GPU nvidia-smi lists, summed (None: no nvidia-smi answer)."""
+    """Memory used on the GPUs this process's steps may use (CUDA_VISIBLE_DEVICES: nvidia-smi
+    lists every GPU of the host, and another job's use of the others is no step's), summed.
+    None: no nvidia-smi answer, or no GPU visible."""
     if not shutil.which("nvidia-smi"):
         return None
     try:
-        query = ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"]
+        query = ["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"]
         out = subprocess.run(query, capture_output=True, text=True, timeout=20, check=True).stdout
     except (subprocess.SubprocessError, OSError):
         return None
-    values = [int(float(x)) for x in out.split() if x.strip()]
+    return visible_sum(out, {g.index for g in devices.seen()})
+
+
+def visible_sum(query_output: str, visible: set[int]) -> int | None:
+    """The memory.used of the `visible` GPUs (nvidia-smi's host indices) in the output of
+    `--query-gpu=index,memory.used --format=csv,noheader,nounits`."""
+    values = []
+    for line in query_output.splitlines():
+        index, _, used = line.partition(",")
+        if used.strip() and int(index) in visible:
+            values.append(int(float(used)))
     return sum(values) if values else None
 
 

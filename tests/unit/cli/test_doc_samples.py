@@ -59,3 +59,18 @@ def test_what_differs_by_host_or_run_is_masked_and_nothing_else(tmp_path):
     # a confidence interval's bounds, each with its sign, are figures
     flips = "gptq.python-docs   64   {} 1/0 ×1.00 [1.00,1.00], 23/32\n"
     assert shows(flips.format("[+0.00,+0.00]"), flips.format("[-0.01,+0.00]"))
+
+
+def test_verdicts_and_exit_codes_are_compared_word_for_word_wherever_they_stand():
+    """A block's head was all that was compared: a verdict after `: ` or `(` went unchecked
+    (jobs.md's "indistinguishable"). Figures there still differ by host; verdicts may not."""
+    pair = (
+        "  gptq.python-docs vs gptq.python-docs-chat: {} (Δ {}; the 95% CI {} … +1.3e-05 holds 0)\n"
+    )
+    page = pair.format("indistinguishable", "+6.31e-06", "-8.23e-07")
+    assert shows(page, pair.format("indistinguishable", "+1.02e-05", "-2.40e-06"))
+    assert not shows(page, pair.format("worse beyond the floor", "+6.31e-06", "-8.23e-07"))
+    order = "  gptq < w4a16-rtn (data-aware rounding vs nearest): {} (1.82e-01 vs 4.34e-01)\n"
+    assert not shows(order.format("holds"), order.format("does not hold"))
+    ended = "nightly: cells failed; exit {}\n"
+    assert shows(ended.format(3), ended.format(3)) and not shows(ended.format(3), ended.format(1))

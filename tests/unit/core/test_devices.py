@@ -96,3 +96,14 @@ def test_the_standin_answers_as_nvidia_smi_does(monkeypatch):
     lines = subprocess.run(query, capture_output=True, text=True).stdout.splitlines()
     assert lines == ["name, memory.total [MiB]", "NVIDIA H100 80GB HBM3, 81559 MiB"]
     assert Path(sys.executable).exists()
+
+
+def test_gpu_checks_memory_watch_counts_only_the_visible_gpus(monkeypatch):
+    """nvidia-smi reports every GPU of the host: another job's use of GPU 5 is no step's."""
+    from pipeline.core import gpu_memory_watch
+
+    standin(monkeypatch, "h100x8", "2,3")
+    visible = {g.index for g in devices.seen()}
+    out = "".join(f"{i}, {1000 * (i + 1)}\n" for i in range(8))  # as nvidia-smi prints it
+    assert gpu_memory_watch.visible_sum(out, visible) == 3000 + 4000
+    assert gpu_memory_watch.visible_sum(out, set()) is None  # none visible: nothing to watch

@@ -81,7 +81,7 @@ def test_vllms_torch_is_read_from_its_own_wheel_and_another_torch_is_a_reason_no
     monkeypatch.setattr(gpu_host_rows.metadata, "version", lambda name: "2.11.0+cu130")
     assert gpu_host_rows.vllm_blocker() == (
         "vLLM 0.32.0 needs torch 2.13.0; this host has 2.11.0+cu130: its image cannot take vLLM "
-        "without another torch"
+        "without another torch (or SERVE_PYTHON=<a python with vLLM 0.32.0>)"
     )
     monkeypatch.setattr(gpu_host_rows.metadata, "version", lambda name: "2.13.0+cu130")
     assert "no serving env (vLLM) here" in gpu_host_rows.vllm_blocker()
