@@ -6,8 +6,13 @@ PYTHON     ?= python3
 MODEL      ?= tiny-llama
 RECIPE     ?= fp8
 ARGS       ?=
-# CPU build here (pip finds it on local disk); the CUDA build from PyPI on GPU hosts.
+# CPU build here (pip finds it on local disk). On a GPU host both envs get the CUDA build the
+# GPUs' driver runs (pipeline/core/cuda_builds.py: R580+ PyPI's CUDA 13, R525-R579 CUDA 12.9
+# from PyTorch's index and vLLM's release wheel); CUDA=12.8|12.9|13.0 picks one. TORCH_SPEC
+# given on the command line or in the environment wins for the main env.
 TORCH_SPEC ?= torch==2.13.0
+CUDA       ?=
+CUDA_BUILD  = $(PYTHON) -m pipeline.core.cuda_builds
 PIP_SPEC   := pip==26.3
 # No bytecode from pip (it compiles one file at a time: half its install time); COMPILE does it
 # once the env is installed, on every core: 77 s for both envs on a 2-core host, 2026-12-05.
@@ -22,6 +27,10 @@ VENV       := .venv
 SERVE_VENV := .venv-serve
 HAS_CUDA   := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 SERVE_BUILD := $(if $(HAS_CUDA),cuda,cpu)
+# read when a recipe needs them (nvidia-smi is asked only by setup)
+MAIN_TORCH  = $(if $(and $(HAS_CUDA),$(filter file,$(origin TORCH_SPEC))),$(shell $(CUDA_BUILD) torch $(CUDA)),$(TORCH_SPEC))
+CUDA_TORCH  = $(shell $(CUDA_BUILD) torch $(CUDA))
+CUDA_VLLM   = $(shell $(CUDA_BUILD) vllm $(CUDA))
 SERVE_REQS := requirements/serve-$(SERVE_BUILD).txt
 # the stamp names the vLLM build, so a host of the other kind rebuilds the env
 SERVE_STAMP := $(SERVE_VENV)/.installed-$(SERVE_BUILD)
@@ -70,10 +79,11 @@ setup:
 # Each env is (re)built when its pins change; the stamp is written last, so an interrupted
 # install is redone on the next call.
 $(VENV)/.installed: requirements/main.txt pyproject.toml
+	$(if $(HAS_CUDA),$(CUDA_BUILD) check $(CUDA))
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/$(PIP) $(PIP_SPEC)
-	$(VENV)/bin/$(PIP) $(TORCH_SPEC)
+	$(VENV)/bin/$(PIP) $(MAIN_TORCH)
 	$(VENV)/bin/$(PIP) --no-deps -r requirements/main.txt
 	$(VENV)/bin/$(PIP) --no-deps -e .
 	$(call COMPILE,$(VENV))
@@ -81,11 +91,14 @@ $(VENV)/.installed: requirements/main.txt pyproject.toml
 
 $(SERVE_STAMP): $(SERVE_REQS) pipeline/vllm_scripts/alias_metadata.py \
 		pipeline/vllm_scripts/cpu_scaled_mm.py
+	$(if $(HAS_CUDA),$(CUDA_BUILD) check $(CUDA))
 	rm -rf $(SERVE_VENV)
 	$(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_VENV)/bin/$(PIP) $(PIP_SPEC)
 ifeq ($(HAS_CUDA),1)
-	$(SERVE_VENV)/bin/$(PIP) -r $(SERVE_REQS)
+	# the driver's build of torch, then vLLM of the same CUDA; every other package as locked
+	$(SERVE_VENV)/bin/$(PIP) $(CUDA_TORCH) -c $(SERVE_REQS)
+	$(SERVE_VENV)/bin/$(PIP) $(CUDA_VLLM) openai lm_eval -c $(SERVE_REQS)
 else
 	$(SERVE_VENV)/bin/$(PIP) $(TORCH_SPEC)
 	$(SERVE_VENV)/bin/$(PIP) --no-deps -r $(SERVE_REQS)

@@ -24,6 +24,7 @@ MIB = 2**20
 # Compatibility", Table 1: CUDA 13.x >= 580, 12.x >= 525, 11.x >= 450
 # (docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html).
 MIN_DRIVER = {13: 580, 12: 525, 11: 450}
+ENV_FOLDERS = {"the main env": ".venv", "the serving env": ".venv-serve"}  # the Makefile's
 CUDA_LINE = re.compile(r"^cuda\b[^=]*=\s*(?:'([^']*)'|\"([^\"]*)\"|None)", re.MULTILINE)
 
 
@@ -123,7 +124,8 @@ def mismatch(visible: int, driver: str, torch_version: str, cuda: str | None, co
     if count == 0:
         return (
             f"{said} (built for CUDA {cuda}): the driver is older than that CUDA needs (CUDA 13: "
-            "R580 or newer). Update the driver, or pin a torch built for this driver's CUDA"
+            "R580 or newer). Update the driver, or rebuild the envs (rm -rf .venv .venv-serve "
+            "&& make setup: it installs the build the driver runs)"
         )
     return f"{said} (CUDA {cuda}): check CUDA_VISIBLE_DEVICES and the GPUs' state (nvidia-smi)"
 
@@ -170,8 +172,9 @@ def driver_refusal(gpus: list[Gpu], version_file: Path | None, env: str,
     theirs = f"CUDA {runs}.x, the driver's" if runs else "the driver's CUDA"
     return (
         f"{env}: its torch is built for CUDA {cuda}, which needs an NVIDIA driver R{needed} or "
-        f"newer; the GPUs' driver is {driver}: update the driver to R{needed}+, or pin a "
-        f"{engine} built for {theirs}"
+        f"newer; the GPUs' driver is {driver}: update the driver to R{needed}+, or rebuild "
+        f"{env} with {engine} for {theirs} (rm -rf {ENV_FOLDERS.get(env, '.venv .venv-serve')} "
+        "&& make setup: it installs the build the driver runs)"
     )
 
 

@@ -1,5 +1,9 @@
 """Host and library facts recorded with every stage (never secrets: no env vars are copied)."""
 
+import contextlib
+import ctypes
+import ctypes.util
+import gc
 import importlib.metadata
 import os
 import platform
@@ -70,7 +74,13 @@ def peak_rss_bytes() -> int:
 
 def reset_peak_rss() -> None:
     """Start a new peak at the current RSS (Linux ≥ 4.0: writing 5 to clear_refs resets the
-    high-water mark), so a stage run after another in one process reports its own."""
+    high-water mark), so a stage run after another in one process reports its own. What an
+    earlier stage freed is handed back to the system first: glibc keeps freed memory in its
+    arenas, which an eval before a quantize in one `make compare` left at most of a GB
+    (docs/figures.md)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")

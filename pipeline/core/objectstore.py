@@ -496,14 +496,14 @@ def _local_manifest(local: Path) -> dict | None:
 
 
 def _ensure(store: transport.Store, path: Path, sha: str, refresh: bool) -> dict:
-    """Make the store hold `path`'s content under its hash, checked there (size, and MD5 where
-    the store states one), not assumed from a manifest. refresh: an object no stored manifest
-    names is uploaded again when over half the GC's age (so no GC takes it then). The content
-    held: {"sha256", "size"} (stored_objects.upload: other than `sha` where the file was
-    written since it was hashed)."""
+    """Make the store hold `path`'s content under its hash, checked there (size, the sha256
+    the object states, and MD5 where the store states one), not assumed from a manifest.
+    refresh: an object no stored manifest names is uploaded again when over half the GC's age
+    (so no GC takes it then). The content held: {"sha256", "size"} (stored_objects.upload:
+    other than `sha` where the file was written since it was hashed)."""
     key = store.object(sha)
     found = stored_objects.info(store.fs, key)
-    if stored_objects.holds(found, path, store.root) and not (
+    if stored_objects.holds(found, path, store.root, sha) and not (
         refresh and stored_objects.age_s(found) >= GC_MIN_AGE_S / 2
     ):
         return {"sha256": sha, "size": found["size"]}

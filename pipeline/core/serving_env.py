@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from pipeline.core import devices, environment
+from pipeline.core import cuda_builds, devices, environment
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import sha256_text, write_json_atomic
 from pipeline.core.paths import REPO, VLLM_SCRIPTS, cache_root
@@ -14,8 +14,7 @@ from pipeline.core.paths import REPO, VLLM_SCRIPTS, cache_root
 ALIAS_INSTALLER = "quant-pipeline"
 # requirements/serve-cuda.txt's vLLM and the torch its wheel requires (`Requires-Dist:
 # torch==2.13.0`): a host whose torch is another cannot run it (a test reads both from the files)
-VLLM_VERSION = "0.32.0"
-VLLM_TORCH = "2.13.0"
+VLLM_VERSION, VLLM_TORCH = cuda_builds.VLLM, cuda_builds.TORCH
 SERVE_PYTHON = Path(os.environ.get("SERVE_PYTHON", REPO / ".venv-serve" / "bin" / "python"))
 
 

@@ -1,4 +1,4 @@
-"""SIGTERM stops a command the way Ctrl-C does: one line, exit 130, the stage's entry recorded
+"""SIGTERM stops a command the way Ctrl-C does: one line, exit 143, the stage's entry recorded
 `interrupted`, its vLLM servers stopped, nothing half-written marked done. Python's default for
 SIGTERM is to die on the spot, which left a manifest's entry `running` for good.
 
@@ -29,6 +29,13 @@ def on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
+def reclaim() -> None:
+    """SIGTERM raises Terminated again after a library set its own handler: ray.init's calls
+    sys.exit(15) at once, so a nightly driver's running cells were never stopped."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise)
+
+
 def once_in_child() -> None:
     """In a stage's forked process: the first SIGINT or SIGTERM stops it, later ones are
     ignored while it records the stop (the parent kills it if that hangs)."""
@@ -36,7 +43,18 @@ def once_in_child() -> None:
     signal.signal(signal.SIGINT, _raise_once)
 
 
+def as_received(e: KeyboardInterrupt) -> KeyboardInterrupt:
+    """The stop as it came: Terminated where this process got SIGTERM, though a library handed
+    it on as a plain KeyboardInterrupt (Ray's waits turn whatever a signal handler raised into
+    one: a nightly driver stopped by SIGTERM read as Ctrl-C, exit 130)."""
+    return Terminated() if _RECEIVED and not isinstance(e, Terminated) else e
+
+
+_RECEIVED: list[int] = []  # SIGTERM arrived in this process
+
+
 def _raise(signum, frame) -> None:
+    _RECEIVED.append(signum)
     raise Terminated()
 
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -149,7 +150,7 @@ def _run(
         timed_out = False
         _RUNNING.add(proc.pid)
         try:
-            stdout, _ = proc.communicate(timeout=timeout_s)
+            stdout = _communicate(proc, timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
             with contextlib.suppress(ProcessLookupError):
@@ -166,6 +167,21 @@ def _run(
         tail = f.read()[-4000:]
     lines = [x for x in stdout.splitlines() if x.startswith("{")]
     return (Outcome.model_validate_json(lines[-1]) if lines else None), tail, timed_out
+
+
+def _communicate(proc: subprocess.Popen, timeout_s: float | None) -> str:
+    """proc.communicate, a second at a time: Ray's cancel stops a task by setting Python's
+    interrupt flag (as SIGINT would) without a signal, which a blocked read never notices: a
+    cancelled cell used to run to its end. Retried, communicate loses no output."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+        if left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s or 0)
+        try:
+            return proc.communicate(timeout=left)[0]
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def verdict(outcome: Outcome | None, tail: str = "") -> dict:

@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 
+from pipeline.core import stopping
 from pipeline.core.paths import REPO
 from pipeline.core.progress import bar
 from pipeline.core.runs import Runs
@@ -177,6 +178,7 @@ def _connect(ray, runs: Runs) -> None:
             runtime_env={"env_vars": env},
             **quiet,
         )
+    stopping.reclaim()  # ray.init's own SIGTERM handler exits at once: the cells never told
 
 
 # What cells read, sent with every task. Never credentials: Ray 2.60's runtime-env agent logs

@@ -9,7 +9,7 @@ import psutil
 
 from pipeline.config.recipe import RecipeFile
 from pipeline.core.errors import NotOnThisHost
-from pipeline.planning import deployment, engines, gpus
+from pipeline.planning import deployment, engines, gpus, shm
 from pipeline.planning.geometry import Geometry
 
 GIB = 2**30
@@ -47,7 +47,7 @@ def on_this_host(
 ) -> Sides:
     """Each side's engine on this host (`visible`: nvidia-smi's lines of the GPUs it sees) and on
     REFERENCE_GPU; the quantized side (any label but "original") loads `recipe`'s layouts."""
-    found = Sides()
+    found, parallel = Sides(), {}
     for side, weights in sides.items():
         mine = None if side == "original" else recipe
         ref = on_reference_gpus(g, weights, traffic, mine)
@@ -60,14 +60,20 @@ def on_this_host(
             continue
         entry = {**engine.describe(), "on_gpus": ref}
         if visible:
-            entry["weights_per_gpu_bytes"] = int(weights / engine.tensor_parallel_size)
-            entry |= _engine_memory(g, visible, engine.tensor_parallel_size, traffic)
+            tp = engine.tensor_parallel_size
+            entry["weights_per_gpu_bytes"] = int(weights / tp)
+            entry |= _engine_memory(g, visible, tp, traffic)
+            parallel[side] = tp
         elif why := _cpu_refusal(side, cpu_engine_bytes(g, weights), ref):
             found.refusals.append(why)
             entry |= {"cpu_ram_bytes": cpu_engine_bytes(g, weights), "refused": why}
         else:  # the CPU engine holds the weights in RAM
             entry["cpu_ram_bytes"] = cpu_engine_bytes(g, weights)
         found.engines[side] = entry
+    shared = sum(shm.vllm_bytes(tp) for tp in parallel.values())  # the engines run side by side
+    said = ", ".join(f"{side} at TP {tp}" for side, tp in parallel.items() if tp > 1)
+    if why := shm.refusal(shared, f"vLLM ({said})"):
+        found.refusals.append(why)
     return found
 
 

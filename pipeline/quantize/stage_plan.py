@@ -10,6 +10,7 @@ from pipeline.artifact import Artifact
 from pipeline.core import environment
 from pipeline.core.stage_plan import ArtifactPlan
 from pipeline.perf import timing
+from pipeline.planning import shm
 
 if TYPE_CHECKING:
     from pipeline.config.recipe import Calibration
@@ -48,6 +49,9 @@ def plan(q: "Quantizing") -> ArtifactPlan:
     )
     found.time_seconds, found.time = _time(q, original)
     if why := q.host_fit(q.max_memory):
+        found.refusals.append(why)
+    shared = original if q.nproc > 1 else 0  # each offloaded tensor in shared memory
+    if why := shm.refusal(shared, f"--nproc {q.nproc} (compressed-tensors' shared offload)"):
         found.refusals.append(why)
     return found
 

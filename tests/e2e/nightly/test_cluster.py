@@ -3,6 +3,7 @@ without GPUs, two workers started with --num-gpus 2, token authentication on), i
 PostgreSQL (tests/postgres.py): cells placed on both workers and recorded with their node and
 GPUs, a cell no node holds refused before the night starts, and a worker lost mid-cell."""
 
+import json
 import os
 import re
 import signal
@@ -182,6 +183,59 @@ def test_a_cell_no_node_holds_is_refused_before_the_night(
     assert len(said) == 1 and "holds 3 GPUs on one node; no node has them" in said[0]
     assert said[0].count("2 GPUs") == 2 and "0 GPUs" in said[0]  # the shapes it saw
     assert Store(db).run_ids() == []  # nothing recorded: the night never started
+
+
+def test_sigterm_to_the_driver_stops_a_running_cell_through_rays_cancel(
+    cluster, postgres, s3, zoo, tmp_path
+):
+    """SIGTERM to the nightly driver alone (what Kubernetes and Slurm send first) while a cell
+    calibrates on a worker: Ray's cancel reaches the cell's task, which hands its command the
+    stop. The driver exits 143 in one line; the cell's entry says `interrupted`, not `running`;
+    no process of it is left on the worker."""
+    import psutil
+
+    from pipeline.core.errors import TERMINATED
+    from pipeline.core.paths import mirror_root
+
+    # its quantize takes ~6 s on this shrunk model: stopped ~1 s in (Ray's cancel used to wait
+    # for the cell's command to end, and ray.init's SIGTERM handler to exit 15 at once)
+    stopped = {
+        "model": str(zoo),
+        "recipe": "gptq",
+        "name": "stopped",
+        "recipe_overrides": {"eval.tasks": []},
+    }  # its own run folder: gptq-<digest>
+    cells = [stopped]
+    matrix = _matrix(tmp_path, [str(zoo)], recipes=["fp8"], cells=cells, stages=["quantize"])
+    url = s3.bucket() + "/runs"
+    env = {**os.environ, **_env(cluster), **s3.env, "RUNS_DIR": url}
+    env.pop("RAY_AUTH_MODE", None)
+    cmd = [sys.executable, "-m", "pipeline", "nightly", "--db", postgres.database(),
+           "--matrix", matrix, "--executor", "ray"]  # fmt: skip
+    driver = subprocess.Popen(cmd, cwd=REPO, env=env, start_new_session=True, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    kept = mirror_root(url) / zoo.name
+    deadline = time.time() + 600
+    while not [p for p in kept.glob("gptq*/artifact.checkpoints/progress.json")
+               if "pass 0 subgraph 0" in _text(p)]:  # fmt: skip
+        if driver.poll() is not None or time.time() > deadline:
+            pytest.fail(driver.communicate()[1][-3000:])
+        time.sleep(0.2)
+    (progress,) = kept.glob("gptq*/artifact.checkpoints/progress.json")
+    folder = progress.parent.parent
+    driver.send_signal(signal.SIGTERM)
+    try:
+        _, err = driver.communicate(timeout=180)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert driver.returncode == 143, err[-3000:]
+    assert err.strip().splitlines()[-1] == TERMINATED, err[-3000:]
+    entry = json.loads((folder / "manifest.json").read_text())["stages"]["quantize"]
+    assert entry["status"] == "interrupted", entry
+    left = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
+            if any(folder.name in a for a in p.info["cmdline"] or [])]  # fmt: skip
+    assert left == []
 
 
 def test_a_worker_lost_mid_cell_is_retried_or_failed_and_the_night_completes(

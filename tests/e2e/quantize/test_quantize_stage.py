@@ -6,6 +6,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -287,6 +288,44 @@ def test_each_resumable_recipe_resumes_to_the_same_bytes(quantized, tmp_path, na
     if samples:
         assert cli("quantize", "--recipe", name, *fewer, runs=tmp_path / "whole").returncode == 0
     assert differences(run / "artifact", whole / "artifact") == []
+
+
+def test_a_run_killed_on_one_machine_resumes_on_another_from_the_bucket(
+    quantized, s3, tmp_path, monkeypatch
+):
+    """RUNS_DIR in S3 (moto's server): each kept layer is committed with its run folder, so a
+    machine that never saw the run (its local mirror removed: what a nightly retry on another
+    node starts from; the model's own cache is shared, as a hub cache would be) resumes from
+    the bucket's layers and writes the bytes of an uninterrupted run."""
+    from pipeline.core.paths import mirror_root
+
+    url = s3.bucket() + "/runs"
+    for key, value in s3.env.items():
+        monkeypatch.setenv(key, value)
+    run = mirror_root(url) / "tiny-llama" / "gptq"
+    argv = ["quantize", "--recipe", "gptq"]
+    proc = gpu_resume_check.held_at("pass 0 subgraph 2", argv, url, cwd=REPO,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    kept = "artifact.checkpoints/pass-0-subgraph-0002.safetensors"
+    deadline = time.time() + 300
+    while kept not in _stored_files(url, "tiny-llama/gptq"):  # held once it is committed
+        assert proc.poll() is None and time.time() < deadline, "never kept layer 2"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=120)
+    shutil.rmtree(mirror_root(url))  # the other machine has none of it
+    result = cli("quantize", "--recipe", "gptq", runs=url, env=s3.env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "resuming at layer 3 of 4 (2 done" in result.stderr, result.stderr[-2000:]
+    assert differences(run / "artifact", quantized("gptq") / "artifact") == []
+
+
+def _stored_files(url: str, rel: str) -> dict:
+    from tests.unit.core.stored_folders import stored_manifest
+
+    with contextlib.suppress(FileNotFoundError):
+        return stored_manifest(url, rel).get("objectstore", {}).get("files", {})
+    return {}
 
 
 @pytest.fixture(scope="session")

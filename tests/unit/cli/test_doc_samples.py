@@ -1,6 +1,6 @@
 """How a docs block is matched against what its command printed (pipeline/cli/doc_samples.py)."""
 
-from pipeline.cli.doc_samples import cleaned, shows
+from pipeline.cli.doc_samples import cleaned, figures_off, shows
 
 PRINTED = """serve tiny-llama × fp8: done; original model: served beside it
   c  metric         original    quantized
@@ -74,3 +74,13 @@ def test_verdicts_and_exit_codes_are_compared_word_for_word_wherever_they_stand(
     assert not shows(order.format("holds"), order.format("does not hold"))
     ended = "nightly: cells failed; exit {}\n"
     assert shows(ended.format(3), ended.format(3)) and not shows(ended.format(3), ended.format(1))
+
+
+def test_a_measured_figure_is_compared_within_the_stated_tolerance_where_it_stands():
+    """tiny-llama's drift moves between trainings (8.7e-05 and 1.07e-04 here): within 50% it is
+    the block's; an order of magnitude off (another model's, a changed formula's) it is stale."""
+    block = "heldout  16863  0.9999±0.0001  8.70e-05±1.7e-06  99.25±0.07\nfp8  1.07e-04 ± 5.0e-06\n"
+    retrained = block.replace("8.70e-05", "1.07e-04").replace("16863", "17001")
+    assert figures_off(block, retrained) == []  # a count is not a measured figure
+    stale = block.replace("1.07e-04 ± 5.0e-06", "2.10e-03 ± 5.0e-05")
+    assert figures_off(block, stale) == ["fp8  1.07e-04 ± 5.0e-06: 1.07e-04 → 2.10e-03"]

@@ -60,8 +60,9 @@ def test_the_refusal_names_the_driver_the_build_and_the_fix(tmp_path):
     said = devices.driver_refusal([gpu("550.163.01")], cuda13, "the main env")
     assert said == (
         "the main env: its torch is built for CUDA 13.0, which needs an NVIDIA driver R580 or "
-        "newer; the GPUs' driver is 550.163.01: update the driver to R580+, or pin a torch built "
-        "for CUDA 12.x, the driver's"
+        "newer; the GPUs' driver is 550.163.01: update the driver to R580+, or rebuild the main "
+        "env with torch for CUDA 12.x, the driver's (rm -rf .venv && make setup: it installs the "
+        "build the driver runs)"
     )
     assert devices.driver_refusal([gpu("580.95.05")], cuda13, "the main env") is None
     assert devices.driver_refusal([], cuda13, "the main env") is None  # no GPU: nothing to run

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pipeline.core import objectstore, store_transport
+from pipeline.core import objectstore, store_transport, stored_objects
 from pipeline.core.stage import execute
 from tests.unit.core.stored_folders import (
     REL,
@@ -100,6 +100,32 @@ def test_a_deleted_and_a_corrupted_object_are_healed_by_the_next_commit(remote, 
     objectstore.forget_checks()  # what `--force` (and every new process) starts with
     objectstore.push(remote, writer, REL)
     assert _fresh_reader(remote, tmp_path, "reader") == {**files, "manifest.json": {"v": 1}}
+
+
+def test_a_same_size_corruption_above_the_multipart_threshold_is_healed(
+    remote, tmp_path, monkeypatch
+):
+    """A weight shard stored in parts has no MD5 in its ETag ("…-3"): the commit used to judge it
+    by size, so other bytes of the same size were never healed, by a commit or `--force`. The
+    thresholds are lowered (S3's smallest part is 5 MiB) so an 11 MiB file is a multipart upload."""
+    monkeypatch.setattr(stored_objects, "READ_ONCE_MAX", 2**20)
+    monkeypatch.setattr(stored_objects, "PART_BYTES", 5 * 2**20)
+    writer = tmp_path / "writer"
+    weights = bytes(range(256)) * (11 * 2**12)
+    write(writer, {"artifact/model.safetensors": weights}, {"v": 1})
+    objectstore.push(remote, writer, REL)
+    store = store_transport.open_store(remote)
+    key = store.object(sha(weights))
+    assert stored_objects.info(store.fs, key)["ETag"].strip('"').endswith("-3")  # in 3 parts
+    other = tmp_path / "other.bin"
+    other.write_bytes(weights[::-1])  # same size, other bytes, stored in parts too
+    store.fs.put_file(str(other), key, chunksize=5 * 2**20)
+    objectstore.forget_checks()  # what `--force` (and every new process) starts with
+    objectstore.push(remote, writer, REL)
+    found = stored_objects.info(store.fs, key)
+    assert found["Metadata"] == {"sha256": sha(weights)}
+    assert store.fs.cat_file(key) == weights
+    assert _fresh_reader(remote, tmp_path, "reader")["artifact/model.safetensors"] == weights
 
 
 def test_a_store_that_lost_its_data_is_committed_again_from_a_cached_run(

@@ -19,8 +19,9 @@ from tests.unit.core.test_devices import STANDIN, standin
 
 REFUSAL = (
     "error: the serving env: its torch is built for CUDA 13.0, which needs an NVIDIA driver R580 "
-    "or newer; the GPUs' driver is 550.163.01: update the driver to R580+, or pin a torch and "
-    "vLLM built for CUDA 12.x, the driver's"
+    "or newer; the GPUs' driver is 550.163.01: update the driver to R580+, or rebuild the "
+    "serving env with torch and vLLM for CUDA 12.x, the driver's (rm -rf .venv-serve && make "
+    "setup: it installs the build the driver runs)"
 )
 
 
