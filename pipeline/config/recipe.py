@@ -148,7 +148,9 @@ class ServeSettings(Strict):
         description="CPU: VLLM_CPU_OMP_THREADS_BIND (auto, nobind, or cores like 0-31|32-63)",
         pattern=r"^(auto|nobind|\d+(-\d+)?(,\d+(-\d+)?)*(\|\d+(-\d+)?(,\d+(-\d+)?)*)*)$",
     )
-    startup_timeout_s: int = Field(900, gt=0)
+    startup_timeout_s: int = Field(
+        900, gt=0, description="plus the time to read the checkpoints at 125 MiB/s (server.py)"
+    )
     seed: int = 0
     repeats: int = Field(
         2, ge=1, le=10, description="benchmark runs per level and model, interleaved A/B/B/A"

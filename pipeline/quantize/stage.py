@@ -412,6 +412,7 @@ def _quantize(job: QuantizeStage, out: Path, kept: Checkpoints | None) -> dict:
     metrics["params_per_second"] = round(metrics["total_params"] / seconds)
     metrics["bytes_per_second"] = round(metrics["bf16_bytes"] / seconds)
     metrics["calibration_samples"] = job.texts.description["samples"] if job.texts else 0
+    metrics["modifiers"] = [name for name, _ in job.recipe.modifiers()]  # the time plan's match
     metrics["calibration"] = calibration_record.record(job)
     metrics["routing"] = routed
     metrics["processes"] = job.nproc

@@ -47,7 +47,8 @@ def plan(q: "Quantizing") -> ArtifactPlan:
         files=[*downloads, ("artifact", artifact), *_checkpoints(q, original)],
         artifact_bytes=artifact,
     )
-    found.time_seconds, found.time = _time(q, original)
+    samples = (built.get("calibration") or {}).get("samples") or 0
+    found.time_seconds, found.time = _time(q, original, samples)
     if why := q.host_fit(q.max_memory):
         found.refusals.append(why)
     shared = original if q.nproc > 1 else 0  # each offloaded tensor in shared memory
@@ -70,10 +71,14 @@ def _dtype_bytes(dtype: str) -> int:
     return {"float32": 4, "float16": 2, "bfloat16": 2}.get(dtype, 2)
 
 
-def _time(q: "Quantizing", original: int) -> tuple[float | None, str]:
-    """From the newest earlier run on this host with the same path: bf16 bytes per second."""
+def _time(q: "Quantizing", original: int, samples: int) -> tuple[float | None, str]:
+    """From the newest earlier run on this host with the same path and modifiers: bf16 bytes
+    per second, scaled by the calibration samples (a layer's calibration is a pass over each).
+    Another algorithm's rate is no estimate: AutoRound's 200 tuning steps a layer took over
+    100× the time GPTQ's rate gave it on SmolLM2."""
     rates, small = [], []
     host = environment.host()["hostname"]
+    modifiers = [name for name, _ in q.recipe.modifiers()]
     for path in q.rundir.runs.local.glob("*/*/manifest.json"):
         try:
             entry = json.loads(path.read_text())["stages"]["quantize"]
@@ -83,11 +88,14 @@ def _time(q: "Quantizing", original: int) -> tuple[float | None, str]:
         same_host = (entry.get("environment") or {}).get("hostname") == host
         if not (same_host and m.get("path") == q.path and m.get("bytes_per_second")):
             continue
-        measured = (entry.get("ended") or "", m["bytes_per_second"], path.parent)
+        if m.get("modifiers") != modifiers:
+            continue
+        rate = m["bytes_per_second"] * (m.get("calibration_samples") or 1) / (samples or 1)
+        measured = (entry.get("ended") or "", rate, path.parent)
         scales = m.get("bf16_bytes", 0) >= min(original, SCALES_FROM) / 2
         (rates if scales else small).append(measured)
     if not rates:
-        why = "unknown: no quantize on this path measured on this host yet"
+        why = f"unknown: no {'+'.join(modifiers)} quantize on this path measured on this host yet"
         if small:
             why = (
                 f"unknown: only models too small for their rate to scale were quantized on this "
@@ -96,6 +104,9 @@ def _time(q: "Quantizing", original: int) -> tuple[float | None, str]:
         return None, why
     _, rate, where = max(rates)
     seconds = original / rate
-    measured = f"{rate / 2**20:,.0f} MiB/s of bf16 weights, {where}"
+    per = f" at {samples} samples" if samples else ""
+    mib_s = rate / 2**20
+    shown = f"{mib_s:,.0f}" if mib_s >= 10 else f"{mib_s:.2g}"
+    measured = f"{shown} MiB/s of bf16 weights{per}, from {where}"
     how = f"~{timing.duration(seconds)} (measured: {measured})"
     return seconds, how

@@ -90,6 +90,10 @@ def measure(sides: list[Side], start_in_turn: bool = False) -> dict[str, dict]:
             side.vllm_args,
             side.gpus,
         )
+    if not start_in_turn:  # started together, they read their checkpoints from one disk
+        together = sum(results[side.key]["checkpoint_bytes"] for side in sides)
+        for server in servers.values():
+            server.reading(together)
     with contextlib.ExitStack() as stack:
         for side in sides:
             log = side.out / "server.log"

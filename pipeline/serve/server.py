@@ -25,10 +25,14 @@ from pipeline.core import procs
 from pipeline.core.devices import Gpu
 from pipeline.core.errors import ServerError, UserError
 from pipeline.core.serving_env import SERVE_PYTHON
+from pipeline.quantize import artifact
 from pipeline.serve import engine_facts, engine_memory
 from pipeline.serve.startup_phases import StartupPhases
 
 HOST = "127.0.0.1"
+# The slowest sustained read a start-up is allowed on top of startup_timeout_s: a network volume's
+# baseline (AWS gp3's default throughput is 125 MiB/s); local NVMe reads ten times that.
+READ_FLOOR_BPS = 125 * 2**20
 # vLLM's CPU build prints this on a normal shutdown (seen with 0.32): not an error to show
 SHUTDOWN_NOISE = "terminate called without an active exception"
 
@@ -154,9 +158,17 @@ class Server:
         self.log_path = log_path
         started = launch(model_dir, name, settings, self.port, max_model_len, extra_args, gpus)
         self.cmd, self.env = started.argv, {**os.environ, **started.env}
-        self.timeout = settings.startup_timeout_s
+        self.base_timeout = settings.startup_timeout_s
+        self.reading(artifact.tensor_bytes(model_dir))
         self.proc = None
         self.ready_seconds: float | None = None
+
+    def reading(self, read_bytes: int) -> None:
+        """Allow start-up the time to read `read_bytes` from disk (this server's checkpoint, or
+        every checkpoint being loaded at once from one disk) at READ_FLOOR_BPS, on top of
+        startup_timeout_s: two 70B servers read ~280 GB, where a flat timeout was cut short."""
+        self.read_bytes = read_bytes
+        self.timeout = self.base_timeout + read_bytes / READ_FLOOR_BPS
 
     def __enter__(self) -> "Server":
         self.start()
@@ -204,9 +216,10 @@ class Server:
                 self.ready_seconds = round(time.monotonic() - start, 2)
                 return
             time.sleep(1)
+        read = f"{self.read_bytes / 1e9:.1f} GB read at {READ_FLOOR_BPS / 2**20:.0f} MiB/s"
         raise ServerError(
-            f"vLLM server not healthy after {self.timeout} s (startup_timeout_s); last lines of "
-            f"{self.log_path}:\n{self.log_tail()}"
+            f"vLLM server not healthy after {self.timeout:.0f} s (startup_timeout_s "
+            f"{self.base_timeout} + {read}); last lines of {self.log_path}:\n{self.log_tail()}"
         )
 
     def log_tail(self, lines: int = 15) -> str:

@@ -98,13 +98,17 @@ def test_a_disk_refusal_names_the_variable_that_moves_the_files(monkeypatch, tmp
     assert chain_plan._fix({str(mirrored.local)}, mirrored) == "PIPELINE_CACHE"
 
 
-def _measured_quantize(tmp_path, model: str, mib_s: int, bf16_bytes: int) -> None:
-    """An earlier model-free quantize on this host, as its manifest records it."""
+def _measured_quantize(
+    tmp_path, model: str, mib_s: float, bf16_bytes: int, recipe: str = "fp8", **more
+) -> None:
+    """An earlier quantize on this host (model-free fp8 unless `more` says otherwise), as its
+    manifest records it."""
     from pipeline.core import environment
 
-    run = tmp_path / "runs" / model / "fp8"
+    run = tmp_path / "runs" / model / recipe
     run.mkdir(parents=True)
-    metrics = {"path": "model-free", "bytes_per_second": mib_s * 2**20, "bf16_bytes": bf16_bytes}
+    metrics = {"path": "model-free", "bytes_per_second": mib_s * 2**20, "bf16_bytes": bf16_bytes,
+               "modifiers": ["QuantizationModifier"], "calibration_samples": 0, **more}  # fmt: skip
     entry = {
         "ended": "2026-12-01T00:00:00",
         "environment": {"hostname": environment.host()["hostname"]},
@@ -120,6 +124,24 @@ def test_the_time_estimate_uses_this_hosts_measured_rate(capsys, monkeypatch, tm
     time = plan["stages"]["quantize"]["time"]
     assert time.startswith("~3 min"), time  # 16.06 GB of bf16 weights at 100 MiB/s: 153 s
     assert "measured: 100 MiB/s" in time
+
+
+def test_a_rate_is_taken_from_the_same_algorithm_and_scaled_by_its_samples(
+    capsys, monkeypatch, tmp_path
+):
+    """GPTQ's rate made AutoRound's plan ~47 s on SmolLM2, where its first layer alone took over
+    11 min; a 32-sample GPTQ's made the 512-sample one's 16× too short."""
+    gptq = {"path": "oneshot", "modifiers": ["GPTQModifier"], "calibration_samples": 32}
+    _measured_quantize(tmp_path, "other", 8, 2**33, "gptq", **gptq)
+    _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
+                    "--recipe", "autoround", "--stages", "eval")  # fmt: skip
+    said = plan["stages"]["quantize"]["time"]
+    assert said.startswith("unknown: no AutoRoundModifier quantize on this path"), said
+    _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
+                    "--recipe", "gptq", "--stages", "eval")  # fmt: skip
+    quantize = plan["stages"]["quantize"]
+    assert "0.5 MiB/s of bf16 weights at 512 samples" in quantize["time"], quantize["time"]
+    assert quantize["time_seconds"] == pytest.approx(16.06e9 / (8 * 2**20 * 32 / 512), rel=0.01)
 
 
 def test_a_tiny_models_rate_is_not_scaled_to_a_large_one(capsys, monkeypatch, tmp_path):
