@@ -238,11 +238,12 @@ def test_sigterm_to_the_driver_stops_a_running_cell_through_rays_cancel(
     assert left == []
 
 
-def test_a_worker_lost_mid_cell_is_retried_or_failed_and_the_night_completes(
+def test_a_worker_lost_mid_cell_is_retried_on_the_survivor_and_the_night_completes(
     cluster, postgres, s3, zoo, tmp_path
 ):
-    """Two slow cells, one on each worker; worker 2 is killed once both have started. Its cell
-    is retried on worker 1 (Ray's max_retries=1) or recorded as failed with Ray's reason."""
+    """Two slow cells, one on each worker; worker 2 is killed once its cell kept a layer. Its
+    cell is retried on worker 1 (Ray's max_retries=1) and resumes there. (The workers share
+    this host's cache; a resume from the bucket alone is test_quantize_stage's.)"""
     from pipeline.core.paths import mirror_root
     from pipeline.nightly.cell import log_name
     from pipeline.nightly.store import Store
@@ -289,10 +290,10 @@ def test_a_worker_lost_mid_cell_is_retried_or_failed_and_the_night_completes(
     for c in cells.values():
         if c["status"] != "ok":
             assert c["error"].startswith("ray:"), c  # failed with Ray's reason
-    # the kill landed mid-cell: a cell started twice (its retry, on the survivor) or failed
+    # the kill landed mid-cell: the lost cell started twice, its retry on the survivor
     attempts = {p.name: p.read_text().count("\n$ ") for p in logs.rglob("*slow*.log")}
     retried = [c for c in cells.values() if attempts.get(log_name(_as_cell(c))) == 2]
-    assert retried or any(c["status"] != "ok" for c in cells.values()), attempts
+    assert len(retried) == 1, (attempts, cells)
     for c in retried:
         assert c["status"] == "ok" and c["node"].endswith(survivor), c
         # the retry went on from the layer the lost node had kept (pulled with its run folder)
