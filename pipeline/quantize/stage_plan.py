@@ -47,7 +47,7 @@ def plan(q: "Quantizing") -> ArtifactPlan:
         files=[*downloads, ("artifact", artifact), *_checkpoints(q, original)],
         artifact_bytes=artifact,
     )
-    samples = (built.get("calibration") or {}).get("samples") or 0
+    samples = q.calibration.num_samples if (built.get("calibration") or {}).get("samples") else 0
     found.time_seconds, found.time = _time(q, original, samples)
     if why := q.host_fit(q.max_memory):
         found.refusals.append(why)
@@ -90,7 +90,10 @@ def _time(q: "Quantizing", original: int, samples: int) -> tuple[float | None, s
             continue
         if m.get("modifiers") != modifiers:
             continue
-        rate = m["bytes_per_second"] * (m.get("calibration_samples") or 1) / (samples or 1)
+        # samples asked, then and now: a source holding fewer gives both runs the same cap
+        cal = m.get("calibration") or {}
+        asked = cal.get("requested_samples") or m.get("calibration_samples")
+        rate = m["bytes_per_second"] * (asked or 1) / (samples or 1)
         measured = (entry.get("ended") or "", rate, path.parent)
         scales = m.get("bf16_bytes", 0) >= min(original, SCALES_FROM) / 2
         (rates if scales else small).append(measured)
@@ -104,7 +107,7 @@ def _time(q: "Quantizing", original: int, samples: int) -> tuple[float | None, s
         return None, why
     _, rate, where = max(rates)
     seconds = original / rate
-    per = f" at {samples} samples" if samples else ""
+    per = f" at {samples} samples asked" if samples else ""
     mib_s = rate / 2**20
     shown = f"{mib_s:,.0f}" if mib_s >= 10 else f"{mib_s:.2g}"
     measured = f"{shown} MiB/s of bf16 weights{per}, from {where}"

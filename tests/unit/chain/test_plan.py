@@ -140,7 +140,7 @@ def test_a_rate_is_taken_from_the_same_algorithm_and_scaled_by_its_samples(
     _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
                     "--recipe", "gptq", "--stages", "eval")  # fmt: skip
     quantize = plan["stages"]["quantize"]
-    assert "0.5 MiB/s of bf16 weights at 512 samples" in quantize["time"], quantize["time"]
+    assert "0.5 MiB/s of bf16 weights at 512 samples asked" in quantize["time"], quantize["time"]
     assert quantize["time_seconds"] == pytest.approx(16.06e9 / (8 * 2**20 * 32 / 512), rel=0.01)
 
 
