@@ -171,7 +171,7 @@ plan: $(VENV)/.installed
 # exit 4 where no GPU is visible. Builds both envs first (the vLLM rows need the serving env).
 # make gpu-check ARGS="--json gpu-check.json"
 gpu-check: setup
-	$(VENV)/bin/python -m pipeline.core.gpu_check $(ARGS)
+	$(VENV)/bin/python -m pipeline.gpu_host.check $(ARGS)
 
 # One folder for an offline GPU host (at most 64 MiB): the project, the wheels its image lacks
 # (TARGET_PACKAGES: its package list, pip freeze or a name a line; BUNDLE_PYTHON: its Python)
@@ -180,7 +180,7 @@ BUNDLE          ?= build/gpu-bundle
 TARGET_PACKAGES ?= requirements/gpu-targets/h200-image.txt
 BUNDLE_PYTHON   ?= 3.12
 gpu-bundle: $(VENV)/.installed
-	$(VENV)/bin/python -m pipeline.core.gpu_bundle $(BUNDLE) --target-packages $(TARGET_PACKAGES) \
+	$(VENV)/bin/python -m pipeline.gpu_host.bundle $(BUNDLE) --target-packages $(TARGET_PACKAGES) \
 		--python $(BUNDLE_PYTHON)
 
 recipes: $(VENV)/.installed
@@ -217,6 +217,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check pipeline tests benchmarks
 	$(VENV)/bin/ruff format --check pipeline tests benchmarks
 	$(VENV)/bin/lint-imports --no-cache  # the layers: pyproject.toml [tool.importlinter]
+	$(VENV)/bin/mypy  # the annotations: pyproject.toml [tool.mypy]
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet  # a broken link or a page left out fails
 
 # The docs site (mkdocs-material, mkdocs.yml): built into site/, or served on 127.0.0.1:8000

@@ -314,7 +314,8 @@ def _measured_serve(measured: Measured, recipe_name, hw: Hardware, price, ask) -
         if not level:
             continue
         lv, units = level[0], side.gpus or 1
-        measured = {
+        # its own name: `measured` is the runs this looks through
+        found_serve: dict = {
             "performance_source": f"measured (serve, concurrency {lv.concurrency})",
             "itl_ms": lv.itl_median_ms,
             "ttft_ms": lv.ttft_median_ms,
@@ -322,10 +323,10 @@ def _measured_serve(measured: Measured, recipe_name, hw: Hardware, price, ask) -
             "gpus": units,
         }
         if price:
-            measured["usd_per_hour"] = price.usd_per_hour * units
-            measured["usd_per_million"] = price.per_million(units, lv.output_tok_s)
-        measured["meets_slo"] = _meets(lv.ttft_median_ms, lv.itl_median_ms, ask)
-        return measured
+            found_serve["usd_per_hour"] = price.usd_per_hour * units
+            found_serve["usd_per_million"] = price.per_million(units, lv.output_tok_s)
+        found_serve["meets_slo"] = _meets(lv.ttft_median_ms, lv.itl_median_ms, ask)
+        return found_serve
     return None
 
 
@@ -401,7 +402,9 @@ def _gpus(r: Row) -> str:
 
 
 def _kv(kv: str | None) -> str:
-    return {"auto": "16", None: "-"}.get(kv, kv)
+    if kv is None:
+        return "-"
+    return "16" if kv == "auto" else kv
 
 
 def _n(value) -> str:

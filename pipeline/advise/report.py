@@ -36,7 +36,11 @@ def report(
     )  # fmt: skip
     rows = advise.advise(advise.Measured(runs, ref.name), g, recipes, hw, price, ask)
     if as_json:
-        found = {"model": ref.name, "hardware": hw.name, "hardware_source": hw.source}
+        found: dict[str, object] = {
+            "model": ref.name,
+            "hardware": hw.name,
+            "hardware_source": hw.source,
+        }
         found |= {"ask": ask.__dict__, "price": price and price.__dict__}
         return ref.name, json.dumps({**found, "rows": [r.describe() for r in rows]}, indent=2)
     header = f"model {ref.name} on {hw.name}: {advise.describe_ask(ask)}"
@@ -45,7 +49,9 @@ def report(
 
 def _hardware(gpu: str, s: AdviseSettings) -> tuple[gpus.Hardware, prices.Price | None]:
     if gpu.strip().lower() == "host":
-        return host.hardware(), prices.host(s.host_hour_usd)
+        measured = host.hardware()  # None only with measure=False
+        assert measured is not None
+        return measured, prices.host(s.host_hour_usd)
     hw = gpus.find(gpu)
     if hw is None:
         raise UserError(f"unknown GPU '{gpu}'; known: {', '.join(gpus.SPECS)}, or host")

@@ -12,7 +12,10 @@ class AfterQuantize:
 
     quantize: Artifact  # the quantize or import stage that made it
     staging = staticmethod(staging_dir)  # serve and publish bring their own
-    starts_vllm = False  # serve's does; eval's on its vllm backend
+
+    @property
+    def starts_vllm(self) -> bool:  # serve's does; eval's on its vllm backend
+        return False
 
     def verdict(self, entry: StageEntry) -> Verdict | None:
         return None  # no gates: eval has them

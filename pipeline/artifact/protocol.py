@@ -25,13 +25,27 @@ class Artifact(Stage, Protocol):
 
     # from Stage: name ("quantize" for both: the key later stages look up), folder, rundir,
     # header (model and recipe), inputs, before_work, work, outputs, load_results, staging
-    ref: ModelRef  # the base model (an import's too: its log-probs are the reference)
-    geometry: Geometry
-    recipe: RecipeFile  # an import's: its format described as a recipe
-    calibration: Calibration
-    model_path: Path | None  # the base model's files, once load_inputs has run
-    model_identity: dict
-    max_memory: int | None  # --max-memory (None: what the host has; always None for an import)
+    # read, never set, by the later stages: a field or a property
+    @property
+    def ref(self) -> ModelRef: ...  # the base model (an import's too: the reference's)
+
+    @property
+    def geometry(self) -> Geometry: ...
+
+    @property
+    def recipe(self) -> RecipeFile: ...  # an import's: its format described as a recipe
+
+    @property
+    def calibration(self) -> Calibration: ...
+
+    @property
+    def model_path(self) -> Path | None: ...  # the base model's files, once loaded
+
+    @property
+    def model_identity(self) -> dict: ...
+
+    @property
+    def max_memory(self) -> int | None: ...  # --max-memory (None: the host's; an import's too)
 
     @property
     def artifact(self) -> Path: ...  # what vLLM loads and publish uploads

@@ -11,7 +11,8 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import astuple, dataclass, field
 
 from pipeline.artifact import Artifact
@@ -52,7 +53,7 @@ def prepare(
     return flow
 
 
-def run(flow: Flow, show: dict[str, Show], force: set[str] = frozenset()) -> Outcome:
+def run(flow: Flow, show: Mapping[str, Show], force: AbstractSet[str] = frozenset()) -> Outcome:
     q = flow.quantize
     done: list[StageOutcome] = []
     stages = [q, *flow.later]  # later stages need the artifact: quantize always (cached)

@@ -93,7 +93,7 @@ def free_bytes(path) -> int:
 def _disk(plans: dict[str, StagePlan], refusals: list, runs: Runs) -> list[dict]:
     """Bytes written per filesystem (the hub cache's and the runs root's may differ) against
     what each has free."""
-    places = {}
+    places: dict[int, dict] = {}  # device → what is written there
     for stage in plans.values():
         for what, size in stage.files:
             root = hub_cache() if what.startswith("original (hub") else runs.local

@@ -60,6 +60,8 @@ def _command_page(name: str, command: argparse.ArgumentParser) -> str:
         flags = ", ".join(f"`{o}`" for o in action.option_strings)
         options.append(f"| {flags} | {_cell(action.help or '')} |")
     usage = command.format_usage().removeprefix("usage: ").strip()
+    if command.epilog is None:  # main.parser gives every command its exit codes
+        raise ValueError(f"the {name} command's parser has no exit codes (epilog)")
     guide = f"\n\nHow it works, with real output: [{c.guide}](../{c.guide})." if c.guide else ""
     return "\n".join(
         [GENERATED, f"# {name}", "", f"**{c.summary}**", "", " ".join(c.about.split()) + guide,

@@ -90,7 +90,7 @@ def serve_table(results: ServeResults) -> str:
         else "against the cached original (measured alone at another time; no spread)"
     )
     lines.append(f"per concurrency ({how})")
-    metrics = (
+    metrics: tuple[tuple[str, str], ...] = (
         ("out tok/s", "output_tok_s"),
         ("TTFT p50 ms", "ttft_median_ms"),
         ("TTFT p99 ms", "ttft_p99_ms"),
@@ -101,7 +101,7 @@ def serve_table(results: ServeResults) -> str:
     )
     if any(row.output_tok_s_per_gpu for row in c.levels):  # GPU hosts: the seed's metric
         metrics = (metrics[0], ("tok/s/GPU", "output_tok_s_per_gpu"), *metrics[1:])
-    cells = [
+    level_cells = [
         (
             row.concurrency,
             label,
@@ -114,7 +114,7 @@ def serve_table(results: ServeResults) -> str:
         for label, pair in ((label, getattr(row, key)) for label, key in metrics)
     ]
     headers = ("c", "metric", "original", "quantized", "ratio", "range")
-    lines.append(_plain(cells, headers, "rlrrrr"))
+    lines.append(_plain(level_cells, headers, "rlrrrr"))
     lines.append(
         "  ratio = quantized / original (throughput: higher is better; latency: lower). "
         f"Original: {results.original.served_name}."
@@ -212,10 +212,10 @@ def run_table(quality: EvalResults | None, serving: ServeResults | None, title: 
                 f"  engine memory (PSS)   {_x(mem.engine_bytes_after_bench.ratio)} the original's"
             )
         if top:
-            t = top.output_tok_s
-            spread = f" [{_range(t)}]" if t.spread else ""
+            tok_s = top.output_tok_s
+            spread = f" [{_range(tok_s)}]" if tok_s.spread else ""
             lines.append(
-                f"  output tok/s @ c={top.concurrency:<4} {_x(t.ratio)}{spread}; "
+                f"  output tok/s @ c={top.concurrency:<4} {_x(tok_s.ratio)}{spread}; "
                 f"TTFT p50 {_x(top.ttft_median_ms.ratio, top.ttft_median_ms.note)}; TPOT p50 "
                 f"{_x(top.tpot_median_ms.ratio, top.tpot_median_ms.note)} (quantized / original"
                 f"{', paired' if serving.comparison.paired else ', cached original'})"

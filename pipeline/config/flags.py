@@ -41,9 +41,9 @@ _BYTES = TypeAdapter(ByteSize)
 def memory_size(text: str) -> int:
     """Bytes from '48GiB', '64GB', '2g', '1500MiB' (binary for GiB / g, decimal for GB)."""
     found = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
-    unit = found.group(2).lower() if found else None
+    unit = found.group(2).lower() if found else ""
     unit = _SHORT.get(unit, unit)
-    if unit not in _UNITS:
+    if found is None or unit not in _UNITS:
         raise argparse.ArgumentTypeError(f"expected a size like 48GiB or 64GB (got {text!r})")
     value = _BYTES.validate_python(found.group(1) + unit)
     if not 2**20 <= value < 2**60:

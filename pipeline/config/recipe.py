@@ -169,6 +169,11 @@ class ServeSettings(Strict):
     )
 
 
+# vLLM's online FP8: FP8 weights (a scale per tensor) and dynamic FP8 activations; what it holds
+# in memory is sized as llm-compressor's dynamic FP8
+ONLINE_FP8 = schemes.PRESETS["FP8_DYNAMIC"]
+
+
 class Recipe(Strict):
     description: str
     online: Literal["fp8"] | None = Field(
@@ -245,9 +250,7 @@ class RecipeFile:
 
     def scheme(self) -> Scheme | None:
         if self.spec.online == "fp8":
-            # vLLM's online FP8: FP8 weights (a scale per tensor) and dynamic FP8 activations;
-            # what it holds in memory is sized as llm-compressor's dynamic FP8
-            return scheme_from_args({"scheme": "FP8_DYNAMIC"})
+            return ONLINE_FP8
         for _, args in self.modifiers():
             scheme = scheme_from_args(args)
             if scheme:
@@ -257,7 +260,7 @@ class RecipeFile:
     def schemes(self) -> list[tuple[Scheme, list[str]]]:
         """Every weight scheme with its targets (several in a mixed-precision recipe)."""
         if self.spec.online:
-            return [(self.scheme(), ["Linear"])]
+            return [(ONLINE_FP8, ["Linear"])]
         for _, args in self.modifiers():
             if found := schemes_from_args(args):
                 return found
@@ -281,11 +284,11 @@ class RecipeFile:
 
     def quantization_yaml(self, overrides: dict | None = None) -> str:
         """The modifiers as llm-compressor reads them; `overrides` {Modifier: {arg: value}}."""
-        data = copy.deepcopy(self.spec.quantization)
+        data, overrides = copy.deepcopy(self.spec.quantization), overrides or {}
         for stage in data.values():
             for group in (stage or {}).values():
                 for name, args in (group or {}).items():
-                    if name in (overrides or {}):
+                    if name in overrides:
                         args.update(overrides[name])
         return yaml.safe_dump(data, sort_keys=False)
 

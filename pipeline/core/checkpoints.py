@@ -43,6 +43,7 @@ class Checkpoints:
         self.total: int | None = found.get("total") if found else None
         self.kind: str | None = found.get("kind") if found else None
         self.replay: dict | None = found.get("replay") if found else None
+        self.resumed: dict | None = None  # where a resumed run started (quantize/resume.py)
 
     @classmethod
     def beside(cls, final: Path, fingerprint: str, inputs: dict, force: bool) -> "Checkpoints":

@@ -151,7 +151,8 @@ def main_torch_version_file() -> Path | None:
 def cuda_refused(driver: str, cuda: str | None) -> int | None:
     """The driver branch a CUDA build needs when this driver is older (None: it runs, or
     either version is one this table does not know)."""
-    needed = MIN_DRIVER.get(_major(cuda)) if cuda else None
+    major = _major(cuda) if cuda else None
+    needed = MIN_DRIVER.get(major) if major is not None else None
     have = _major(driver)
     if needed is None or have is None or have >= needed:
         return None

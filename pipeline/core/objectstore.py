@@ -49,6 +49,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TypeGuard
 
 from pipeline.core import secrets, stored_objects
 from pipeline.core import store_transport as transport
@@ -148,7 +149,7 @@ def collect_garbage(remote: str, min_age_s: float = GC_MIN_AGE_S) -> tuple[int, 
         return len(doomed), sum(info.get("size") or 0 for info in doomed.values())
 
 
-def _old(info: dict | None, min_age_s: float) -> bool:
+def _old(info: dict | None, min_age_s: float) -> TypeGuard[dict]:  # True: an entry
     return info is not None and stored_objects.age_s(info) >= min_age_s
 
 

@@ -47,6 +47,7 @@ def call(fn: Callable[..., T], *args) -> T:
         raise RuntimeError(why) from None
     except KeyboardInterrupt as e:  # the child records the stop, then ends
         if isinstance(e, Terminated):  # Ctrl-C reached the child's group too; SIGTERM did not
+            assert child.pid is not None  # started above
             os.kill(child.pid, signal.SIGTERM)
         child.join(timeout=30)
         if child.is_alive():

@@ -2,12 +2,16 @@
 benchmarks and gpu-check's resume row compare a resumed run with an uninterrupted one)."""
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch loads where tensors are compared
+    import torch
 
 
-def load(folder: Path) -> dict:
+def load(folder: Path) -> dict[str, "torch.Tensor"]:
     from safetensors.torch import load_file
 
-    found = {}
+    found: dict[str, torch.Tensor] = {}
     for path in sorted(folder.glob("*.safetensors")):
         found |= load_file(path)
     return found

@@ -17,7 +17,7 @@ import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from pipeline.core import environment, objectstore, quiet
 from pipeline.core.checkpoints import Checkpoints
@@ -38,11 +38,21 @@ class Verdict:
 
 
 class Stage(Protocol):
-    name: str  # its key in the manifest
-    folder: str  # where its outputs live in the run dir
-    rundir: RunDir
-    header: dict  # model and recipe, recorded in the manifest
-    starts_vllm: bool  # its work starts a vLLM engine: the chain frees the GPUs before it
+    # read, never set, by the runner: a class constant, a field or a property
+    @property
+    def name(self) -> str: ...  # its key in the manifest
+
+    @property
+    def folder(self) -> str: ...  # where its outputs live in the run dir
+
+    @property
+    def rundir(self) -> RunDir: ...
+
+    @property
+    def header(self) -> dict: ...  # model and recipe, recorded in the manifest
+
+    @property
+    def starts_vllm(self) -> bool: ...  # it starts a vLLM engine: the GPUs are freed before
 
     def verdict(self, entry: StageEntry) -> Verdict | None: ...  # its gates' word; None: passed
 
@@ -60,6 +70,12 @@ class Stage(Protocol):
     # where `work` writes: most stages take staging_dir (`staging = staticmethod(staging_dir)`);
     # serve keeps a failed attempt's files aside, publish writes beside its earlier cards
     def staging(self, final: Path) -> AbstractContextManager[Path]: ...
+
+
+class Resumable(Protocol):
+    """A stage with `resumable = True`: its `work` is handed its Checkpoints."""
+
+    def work(self, out: Path, checkpoints: Checkpoints) -> dict: ...
 
 
 def folder_for(stage: Stage, fingerprint: str) -> str:
@@ -105,7 +121,8 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
             kept.on_keep = rundir.commit  # each unit kept travels with the run folder
         try:
             with stage.staging(rundir.path / folder) as out:
-                metrics = stage.work(out, kept) if kept else stage.work(out)
+                # kept: the stage is resumable
+                metrics = cast(Resumable, stage).work(out, kept) if kept else stage.work(out)
         except BaseException as e:
             stopped = isinstance(e, KeyboardInterrupt)
             entry.status = "interrupted" if stopped else "failed"

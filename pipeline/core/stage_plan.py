@@ -59,5 +59,6 @@ class Upstream:
 class ArtifactPlan(StagePlan):
     """The plan of the stage that makes the artifact (quantize, or an import)."""
 
+    path: str | None = None  # the quantize path it takes ("model-free", "oneshot", …)
     device_bytes: int = 0  # peak on one GPU
     artifact_bytes: int = 0  # as written (0: an online recipe writes none)

@@ -28,7 +28,7 @@ class StoreError(PipelineError):
 
 def deadline_s(transport: dict | None = None) -> float:
     """The longest one S3 request may take under `transport` (S3_TRANSPORT)."""
-    t = transport or S3_TRANSPORT
+    t: dict[str, Any] = transport or S3_TRANSPORT  # botocore's Config keyword arguments
     attempts = t["retries"]["total_max_attempts"]
     return attempts * (t["connect_timeout"] + t["read_timeout"]) + 2 ** (attempts - 1)
 

@@ -15,7 +15,7 @@ import hashlib
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 _MD5_ETAGS_LIE: set[str] = set()  # roots whose ETags proved not to be MD5s, this process
 # A file this small is read once and sent from memory: the bytes hashed are the bytes stored (a
@@ -44,7 +44,7 @@ def info(fs: Any, key: str) -> dict | None:
     }
 
 
-def holds(found: dict | None, path: Path, root: str, sha256: str) -> bool:
+def holds(found: dict | None, path: Path, root: str, sha256: str) -> TypeGuard[dict]:
     """Whether the entry `found` is the content of `path`, whose sha256 is `sha256`."""
     if found is None or found.get("size") != path.stat().st_size:
         return False

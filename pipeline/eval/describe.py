@@ -105,7 +105,7 @@ def _parting(g: GenerationDrift) -> str:
 
 
 def _think(g: GenerationDrift) -> str | None:
-    if g.think_end_rate_original is None:
+    if g.think_end_rate_original is None or g.think_end_rate_quantized is None:  # set together
         return None
     return f"</think> {_pct(g.think_end_rate_original)} → {_pct(g.think_end_rate_quantized)}"
 

@@ -7,6 +7,7 @@ says how many items would decide it. So has the generation's `max_length_ratio`
 (pipeline/eval/generation.py), against the length ratio's CI.
 """
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel
@@ -46,7 +47,7 @@ class GateReport(BaseModel):
 def check_gates(
     settings: EvalSettings,
     heldout: dict,
-    task_rows: list[dict] = (),
+    task_rows: Sequence[dict] = (),
     generation: dict | None = None,
 ) -> GateReport:
     g = settings.gates

@@ -29,7 +29,8 @@ class Originals:
 
     def _source_sha(self, split: str) -> str:
         s = self.settings if split == "heldout" else self.calibration
-        column = "messages" if split != "heldout" and s.chat_template else s.text_column
+        chat = split != "heldout" and self.calibration.chat_template
+        column = "messages" if chat else s.text_column
         return texts.source_sha(s.dataset, s.config_name, s.split, column)
 
     def keys(self, prints: dict) -> dict[str, str]:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 import psutil
 
 from pipeline.config.recipe import EvalSettings
+from pipeline.core.errors import NotOnThisHost
 from pipeline.core.stage_plan import Options, StagePlan, Upstream
-from pipeline.eval import answers, floor, policy, prompt_set
+from pipeline.eval import answers, backend_choice, floor, policy, prompt_set
 from pipeline.eval import windows as windows_of
 from pipeline.eval.originals import Originals
 from pipeline.models import aliases
@@ -40,6 +41,7 @@ CHARS_PER_TOKEN = 4  # a prompt's length before a tokenizer is at hand: English 
 @dataclasses.dataclass
 class EvalPlan(StagePlan):
     backend: str = "hf"
+    backend_reason: str | None = None  # why, where the recipe, the artifact or the host chose
     tokens: int = 0  # scored a side: the held-out and calibration splits
     context_length: int = 0
     engines: dict | None = None  # the vllm backend's, per side
@@ -53,12 +55,18 @@ def plan(a: "Artifact", options: Options, up: Upstream) -> EvalPlan:
     """The eval of `a`'s artifact against its original on this host; options.backend as the
     command line gives it (None: the recipe's; auto: vllm where GPUs are seen, else hf)."""
     s = policy.settings(a)
-    chosen = options.backend or s.backend
-    if chosen == "auto":
-        chosen = "vllm" if up.visible else "hf"
     visible = up.visible
+    refused = None
+    try:  # the stage's own choice (EvalStage.prepare asks the same)
+        choice = backend_choice.choose(a, options.backend, s)
+    except NotOnThisHost as e:  # planned as asked, and refused
+        asked = options.backend or s.backend
+        choice = backend_choice.Choice(("vllm" if visible else "hf") if asked == "auto" else asked)
+        refused = str(e)
+    chosen = choice.backend
     tokens = 2 * s.max_tokens
-    found = EvalPlan(backend=chosen, tokens=tokens, context_length=s.context_length)
+    found = EvalPlan(backend=chosen, backend_reason=choice.reason, tokens=tokens,
+                     context_length=s.context_length)  # fmt: skip
     original = a.geometry.original_bytes
     sides = {"original": original, a.recipe.name: up.artifact_bytes or original}
     traffic = Traffic(BATCH_WINDOWS, s.context_length + 1, offline=True)  # vllm.LLM
@@ -67,6 +75,8 @@ def plan(a: "Artifact", options: Options, up: Upstream) -> EvalPlan:
         found.engines, found.refusals = placed.engines, placed.refusals
     else:
         _on_hf(found, a, sides, visible, traffic)
+    if refused:
+        found.refusals.insert(0, refused)
     found.files = [
         ("reference (original's log-probs, at most; shared by every recipe)", _reference(a, s)),
         ("per-token drift (tokens.pt)", tokens * 12),
@@ -235,7 +245,7 @@ def forwards(work: Work) -> int:
 
 def _answer_runs(work: Work) -> list[tuple[str | None, int]]:
     """(side, batch size) of each run of answers: None is the original."""
-    runs = [("artifact", answers.BATCH)] if work.prompt_tokens else []
+    runs: list[tuple[str | None, int]] = [("artifact", answers.BATCH)] if work.prompt_tokens else []
     if runs and work.original_answers:
         runs += [(None, answers.BATCH), (None, answers.FLOOR_BATCH)]
     return runs

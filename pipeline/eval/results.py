@@ -78,7 +78,9 @@ class PairedTask(BaseModel):
 
     @property
     def flips(self) -> int | None:
-        return None if self.right_to_wrong is None else self.right_to_wrong + self.wrong_to_right
+        if self.right_to_wrong is None or self.wrong_to_right is None:  # set together
+            return None
+        return self.right_to_wrong + self.wrong_to_right
 
 
 class TaskRow(BaseModel):

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from pipeline.artifact import AfterQuantize, Artifact
 from pipeline.config.recipe import EvalSettings
-from pipeline.core import devices, environment, quiet, serving_env
+from pipeline.core import devices, environment, quiet
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import write_json_atomic
 from pipeline.core.rundir import StageEntry
@@ -27,6 +27,7 @@ from pipeline.core.stage import Verdict
 from pipeline.data import texts
 from pipeline.eval import (
     answers,
+    backend_choice,
     floor,
     generation,
     prompt_set,
@@ -70,9 +71,15 @@ class EvalStage(AfterQuantize):
         if not (checks := gates.failed()):
             return None
         if gates.inconclusive_only():  # not failed: undecided (exit 3 too)
-            return Verdict("gate_inconclusive", "; ".join(c.message for c in checks))
+            return Verdict("gate_inconclusive", "; ".join(c.message or c.gate for c in checks))
         names = ", ".join(f"{c.gate} ({c.value:.4g} vs {c.limit:g})" for c in checks)
         return Verdict("gate_failed", f"eval gate failed: {names}")
+
+    @property
+    def _original_folder(self) -> Path:
+        if (path := self.quantize.model_path) is None:  # the artifact's load_inputs sets it
+            raise RuntimeError("the original model's files are not materialized yet")
+        return path
 
     @property
     def reference_dir(self) -> Path:
@@ -80,49 +87,14 @@ class EvalStage(AfterQuantize):
 
     @classmethod
     def prepare(cls, q: Artifact, backend: str | None = None) -> "EvalStage":
-        """Backend "auto": the faster of two equivalent ones — hf on CPU hosts, where it scores
-        both splits in seconds and vLLM's CPU engine takes minutes per model; vLLM on GPUs
-        where it runs the scheme (and the KV-cache dtype), else hf. hf measures an FP8 KV cache
-        by compressed-tensors' emulation, which needs the artifact's calibrated
-        kv_cache_scheme: without one only vLLM can."""
+        """Every input checked and the backend chosen (eval/backend_choice.py: the one its
+        dry-run plan shows); nothing loaded."""
         settings = eval_policy.settings(q)  # the recipe's, tiny-llama's answers capped
         texts.check_source(settings.dataset, settings.split, settings.text_column, "eval data")
         prompt_set.check(settings.generation)
-        kv = settings.kv_cache_dtype
-        chosen = backend or settings.backend
-        reason = None
-        if q.recipe.online:  # vLLM quantizes it as it loads: only vLLM can evaluate it
-            if chosen == "hf":
-                raise UserError(
-                    f"recipe {q.recipe.name} is vLLM's online {q.recipe.online}: only the vllm "
-                    "backend runs it (--backend vllm)"
-                )
-            serving_env.require("eval backend vllm")
-            serving_env.require_online(q.recipe, "evaluate")
-            chosen, reason = "vllm", "online quantization happens in vLLM"
-        if q.hf_refusal and chosen != "vllm":  # vLLM only (an imported format)
-            if chosen == "hf":
-                raise UserError(f"--backend hf cannot run {q.recipe.name}: {q.hf_refusal}")
-            serving_env.require("eval backend vllm")
-            chosen, reason = "vllm", q.hf_refusal
-            for one, _ in q.recipe.schemes():
-                serving_env.require_scheme(one, "run", f" (and hf cannot: {q.hf_refusal})")
-        if chosen == "auto":
-            chosen, reason = _auto_backend(q, kv)
-        elif chosen == "vllm":
-            serving_env.require("eval backend vllm")
-            for one, _ in q.recipe.schemes():
-                serving_env.require_scheme(one, "run", "; use --backend hf")
-                serving_env.require_moe(one, q.geometry, "run", "; use --backend hf")
-            serving_env.require_kv_cache(
-                kv, "evaluate", "; --backend hf emulates a calibrated FP8 KV cache"
-            )
-        if chosen == "hf" and kv != "auto" and not q.recipe.kv_cache_scheme():
-            raise UserError(
-                f"eval.kv_cache_dtype {kv} with the hf backend needs the recipe's kv_cache_scheme "
-                "(calibrated scales to emulate); use the vllm backend or add a kv_cache_scheme"
-            )
-        return cls(quantize=q, settings=settings, backend=chosen, backend_reason=reason)
+        choice = backend_choice.choose(q, backend, settings)
+        return cls(quantize=q, settings=settings, backend=choice.backend,
+                   backend_reason=choice.reason)  # fmt: skip
 
     def split_texts(self, split: str, tokenizer) -> list[str]:
         """A split's texts; a chat calibration set's conversations rendered with the model's
@@ -142,7 +114,7 @@ class EvalStage(AfterQuantize):
 
         from pipeline.eval import windows
 
-        tokenizer = AutoTokenizer.from_pretrained(self.quantize.model_path)
+        tokenizer = AutoTokenizer.from_pretrained(self._original_folder)
         s = self.settings
         prints = {}
         for split in SPLITS:
@@ -264,7 +236,7 @@ class EvalStage(AfterQuantize):
                 "reference_cached": split not in missing,
             }
         summary["heldout"]["floor"] = drift_floor
-        task_rows = self._tasks(quantized_scores) if s.tasks else []
+        task_rows = self._tasks(quantized_scores) if quantized_scores is not None else []
         tasks_seconds = time.monotonic() - tasks_started if s.tasks else 0.0
         made_now = eval_plan.Work(
             s.context_length,
@@ -361,7 +333,7 @@ class EvalStage(AfterQuantize):
             made = {b: answers.load(folder, n) for b, n in self.originals.answer_names().items()}
             answers_cached = None not in made.values()
             if missing or not floor_cached or None in made.values():
-                original = self._load(backend, self.quantize.model_path)
+                original = self._load(backend, self._original_folder)
                 if missing:  # else only the floor or the answers are new
                     groups = [self._windows[x] for x in missing]
                     built = reference.compute(backend, original, groups, self.settings)
@@ -369,10 +341,13 @@ class EvalStage(AfterQuantize):
                         reference.save(folder, names[split], ref)
                         refs[split] = ref
                 if not floor_cached:
+                    heldout = refs["heldout"]
+                    assert heldout is not None  # stored, or built just above
                     drift_floor = floor.compute(backend, original, self._windows["heldout"],
-                                                refs["heldout"], heldout_key, folder)  # fmt: skip
+                                                heldout, heldout_key, folder)  # fmt: skip
                 made = self._original_answers(backend, original, prompts, made)
                 del original
+        assert drift_floor is not None  # stored, or computed just above
         return (
             refs,
             missing,
@@ -386,6 +361,7 @@ class EvalStage(AfterQuantize):
         names = self.originals.answer_names()
         needed = [batch for batch, found in made.items() if found is None]
         if needed:
+            assert prompts is not None  # answers are named only where generation is on
             runs = answers.make(backend, original, prompts["ids"], self.settings.generation,
                                 needed, prompts["pad"], "original")  # fmt: skip
             for batch, run in zip(needed, runs, strict=True):
@@ -398,7 +374,7 @@ class EvalStage(AfterQuantize):
         tokenizer's EOS and the generation config's, and a reasoning model's `</think>`."""
         from transformers import AutoTokenizer, GenerationConfig
 
-        path = self.quantize.model_path
+        path = self._original_folder
         tokenizer = AutoTokenizer.from_pretrained(path)
         g = self.settings.generation
         ids = prompt_set.render(tokenizer, prompt_set.load(g), g.chat_template)
@@ -435,7 +411,8 @@ class EvalStage(AfterQuantize):
     def _tasks(self, quantized: dict) -> list[dict]:
         s, q = self.settings, self.quantize
         with reference_key.lock(self.reference_dir, ["tasks", s.model_dump()["tasks"]]):
-            args = (self.reference_dir, q.model_identity, q.model_path, self.backend, s.tasks)
+            args = (self.reference_dir, q.model_identity, self._original_folder, self.backend,
+                    s.tasks)  # fmt: skip
             original, cached = tasks.original_scores(*args, self.log)
             task_floor, floor_cached = tasks.original_scores(*args, self.log, tasks.FLOOR_BATCH)
         rows = tasks.compare(s.tasks, original, quantized, task_floor)
@@ -445,27 +422,6 @@ class EvalStage(AfterQuantize):
         """The entry's results, with the gates re-checked against the recipe as it is now:
         editing a gate needs no re-evaluation."""
         return eval_results.load(self.rundir.path / entry.outputs["results"], self.settings)
-
-
-def _auto_backend(q: Artifact, kv: str) -> tuple[str, str]:
-    schemes = [s for s, _ in q.recipe.schemes()]
-    needs_vllm = kv != "auto" and not q.recipe.kv_cache_scheme()
-    if not environment.gpus() and not needs_vllm:  # vLLM not asked (nor probed): hf
-        return "hf", "CPU host: hf scores the same tokens in seconds, vLLM's CPU engine in minutes"
-    usable = serving_env.available() and all(serving_env.runs_scheme(s) for s in schemes)
-    for needed in {serving_env.moe_kernel(s) for s in schemes} - {None}:
-        if usable and q.geometry.experts:
-            usable = serving_env.capabilities().get(needed) is not False
-    scheme = schemes[0] if schemes else None
-    if usable and kv != "auto":
-        usable = serving_env.capabilities()["fp8_kv_cache"]
-    if not environment.gpus():
-        if usable:
-            return "vllm", f"KV cache {kv} without a calibrated kv_cache_scheme: only vLLM runs it"
-        return "hf", "CPU host: hf scores the same tokens in seconds, vLLM's CPU engine in minutes"
-    if usable:
-        return "vllm", "GPU host: vLLM runs this scheme"
-    return "hf", f"this host's vLLM cannot run {scheme.label if scheme else 'this model'}"
 
 
 def _release_memory() -> None:

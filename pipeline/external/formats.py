@@ -12,6 +12,7 @@ float16 on CPU), or None with `hf_refusal` (vLLM only).
 """
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,7 +120,9 @@ def _int_weights(bits, group_size, sym: bool) -> dict:
     }
 
 
-def _gptq(c: dict, shown: str, packing: str | None = None, producer: str | None = None):
+def _gptq(
+    c: dict, shown: str, packing: str | None = None, producer: str | None = None
+) -> ExternalFormat:
     # GPTQModel writes checkpoint_format (or format) "gptq" (AutoGPTQ's v1: zero points − 1)
     # or "gptq_v2"; AutoGPTQ and AutoRound write none: v1
     fmt = str(c.get("checkpoint_format") or c.get("format") or "gptq").lower()
@@ -129,7 +132,8 @@ def _gptq(c: dict, shown: str, packing: str | None = None, producer: str | None 
             "or BitBLAS's) is not read here; export it in the gptq format"
         )
     bits = int(c.get("bits", 4))
-    hf, refusal = "gptq", None
+    hf: str | None = "gptq"
+    refusal: str | None = None
     if bits not in (2, 4, 8):
         hf, refusal = None, f"{bits}-bit GPTQ packs values across int32 words: no converter"
     ignore = ["lm_head"] if not c.get("lm_head") else []
@@ -147,7 +151,7 @@ def _gptq(c: dict, shown: str, packing: str | None = None, producer: str | None 
     )
 
 
-def _awq(c: dict, shown: str, producer: str | None = None):
+def _awq(c: dict, shown: str, producer: str | None = None) -> ExternalFormat:
     version = str(c.get("version", "gemm")).lower()
     if version != "gemm":
         raise UserError(
@@ -170,7 +174,7 @@ def _awq(c: dict, shown: str, producer: str | None = None):
     )
 
 
-def _auto_round(c: dict, shown: str):
+def _auto_round(c: dict, shown: str) -> ExternalFormat:
     packing = str(c.get("packing_format") or "auto_round:auto_gptq")
     producer = _producer(c, "AutoRound")
     if "awq" in packing:
@@ -183,7 +187,7 @@ def _auto_round(c: dict, shown: str):
     return _gptq({**c, "checkpoint_format": "gptq"}, shown, packing, producer)
 
 
-def _compressed_tensors(c: dict, shown: str):
+def _compressed_tensors(c: dict, shown: str) -> ExternalFormat:
     groups = [g for g in (c.get("config_groups") or {}).values() if isinstance(g, dict)]
     if not groups:
         raise UserError(f"{shown}: compressed-tensors config without config_groups")
@@ -200,7 +204,7 @@ def _compressed_tensors(c: dict, shown: str):
     )
 
 
-def _fp8(c: dict, shown: str):
+def _fp8(c: dict, shown: str) -> ExternalFormat:
     block = c.get("weight_block_size")
     weights = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "tensor"}
     if block:
@@ -221,7 +225,7 @@ def _fp8(c: dict, shown: str):
     )
 
 
-def _modelopt(c: dict, shown: str):
+def _modelopt(c: dict, shown: str) -> ExternalFormat:
     algo = str(c.get("quant_algo", "")).upper()
     if algo.startswith("NVFP4"):
         weights = {"num_bits": 4, "type": "float", "symmetric": True, "group_size": 16}
@@ -254,7 +258,7 @@ def _producer(c: dict, default: str) -> str:
     return default
 
 
-_READERS = {
+_READERS: dict[str, Callable[[dict, str], ExternalFormat]] = {
     "gptq": _gptq,
     "awq": _awq,
     "auto-round": _auto_round,

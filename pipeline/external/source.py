@@ -62,6 +62,8 @@ def materialize(ref: ExternalRef) -> tuple[Path, dict]:
 
 
 def _download(ref: ExternalRef, patterns: list[str]) -> Path:
+    if ref.hub_id is None:  # resolve() gives every ref a folder or a hub id
+        raise ValueError(f"{ref.given}: neither a folder nor a hub id to download")
     hub_access.reach(ref.given)
     try:
         from huggingface_hub import snapshot_download

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, ClassVar
 import yaml
 
 from pipeline.config import recipe
+from pipeline.config.recipe import Calibration
 from pipeline.config.schemes import schemes_from_args
 from pipeline.config.strict import validated
 from pipeline.core import environment, progress, quiet
@@ -89,14 +90,17 @@ class ImportStage:
         return self.request.external
 
     @property
-    def calibration(self) -> recipe.Calibration:
+    def calibration(self) -> Calibration:  # in the class body, `recipe` names the field
         """The settings recipe's: eval's calibration split."""
         return self.recipe.spec.calibration
 
     @property
     def settings_from(self) -> str:
         """The shipped recipe whose eval / serve sections apply."""
-        return self.request.settings.name
+        settings = self.request.settings
+        if settings is None:  # prepare() always picks one
+            raise ValueError("an import's settings recipe is picked by ImportStage.prepare")
+        return settings.name
 
     @classmethod
     def prepare(cls, req: ImportRequest, runs: Runs) -> "ImportStage":
@@ -144,13 +148,15 @@ class ImportStage:
     def plan(self) -> dict:
         """What `quantize --import … --dry-run` prints: decided from configs alone."""
         scheme = self.recipe.scheme()
+        # an import's recipe always has one: its format as a config group (formats.modifier)
+        assert scheme is not None
         ideal = artifact_bytes(self.recipe, self.geometry)
         return {
             "import": self.external.given,
             "run_dir": str(self.rundir.path),
             "base": self.ref.name,
             "format": self.format.describe(),
-            "scheme": scheme.name if scheme and scheme.name != "custom" else scheme.label,
+            "scheme": scheme.name if scheme.name != "custom" else scheme.label,
             "ideal_bytes": ideal,
             "settings_from": self.settings_from,
             "host_fit": HOST_FIT,  # said, not "fits": this host's memory was never asked
@@ -211,9 +217,12 @@ class ImportStage:
 
     def work(self, out: Path) -> dict:
         fmt = self.format
+        artifact_path, model_path = self.artifact_path, self.model_path
+        if artifact_path is None or model_path is None:  # execute() asks inputs() first
+            raise RuntimeError("import work before load_inputs: no artifact or base folder")
         steps = progress.bar(total=3, desc=f"import {self.external.name}", unit="step")
         original, converted = out / "original", out / "compressed-tensors"
-        _copy(self.artifact_path, original)
+        _copy(artifact_path, original)
         steps.update()
         # compressed-tensors' converter logs to stdout (loguru) and draws its own bars: both go
         # to the log with the rest; the stage's bar is the one shown
@@ -225,7 +234,7 @@ class ImportStage:
                 converted = original
             steps.update()
             readable = converted if fmt.hf else original
-            metrics = size_metrics(readable, self.model_path, self.recipe.scheme())
+            metrics = size_metrics(readable, model_path, self.recipe.scheme())
             served = tensor_bytes(original)  # what vLLM loads: the bytes as shipped
             metrics["converted_tensor_bytes"] = metrics["tensor_bytes"]
             metrics["tensor_bytes"] = served
@@ -291,7 +300,10 @@ def _same_scheme(fmt: formats.ExternalFormat) -> str:
 def _tokenizer_source(ref: aliases.ModelRef) -> Path | str:
     if ref.source in ("tiny", "package"):  # built here, once
         return aliases.materialize(ref)[0]
-    return ref.path or ref.hub_id
+    found = ref.path or ref.hub_id
+    if found is None:  # resolve() gives a local model its folder, any other its hub id
+        raise ValueError(f"model {ref.name} ({ref.source}) has neither a folder nor a hub id")
+    return found
 
 
 def _copy(src: Path, dst: Path) -> None:

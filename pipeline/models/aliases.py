@@ -51,6 +51,20 @@ class ModelRef:
         """What `from_pretrained` gets."""
         return str(self.path) if self.path else str(self.hub_id or self.name)
 
+    @property
+    def folder(self) -> Path:
+        """Its local folder: a package's or a local model's (resolve sets it for those)."""
+        if self.path is None:
+            raise ValueError(f"model {self.name} ({self.source}) has no local folder")
+        return self.path
+
+    @property
+    def repo(self) -> str:
+        """Its hub id: an alias's, a hub model's or a package's upstream (resolve sets it)."""
+        if self.hub_id is None:
+            raise ValueError(f"model {self.name} ({self.source}) has no hub id")
+        return self.hub_id
+
 
 def names() -> list[str]:
     return [TINY, *packaged.PACKAGED, *ALIASES]
@@ -88,18 +102,18 @@ def load_config(ref: ModelRef) -> dict:
     """config.json, without loading weights; offline for the aliases and tiny-llama."""
     if ref.source == "tiny":
         return dict(CONFIG)
-    if ref.source == "local" or (ref.source == "package" and is_file(ref.path / "config.json")):
-        return integrity.read_config(ref.path)
-    bundled = CONFIGS_DIR / f"{ref.hub_id.replace('/', '--')}.json"
+    if ref.source == "local" or (ref.source == "package" and is_file(ref.folder / "config.json")):
+        return integrity.read_config(ref.folder)
+    bundled = CONFIGS_DIR / f"{ref.repo.replace('/', '--')}.json"
     if is_file(bundled):
         return json.loads(bundled.read_text())
-    hub_access.reach(ref.hub_id)
+    hub_access.reach(ref.repo)
     try:
         from huggingface_hub import hf_hub_download
 
-        path = hf_hub_download(ref.hub_id, "config.json", revision=ref.revision)
+        path = hf_hub_download(ref.repo, "config.json", revision=ref.revision)
     except Exception as e:  # offline, gated, missing: one line with the next step
-        raise hub_access.failure(e, ref.hub_id, "read config.json of") from None
+        raise hub_access.failure(e, ref.repo, "read config.json of") from None
     return json.loads(Path(path).read_text())
 
 
@@ -114,22 +128,22 @@ def materialize(ref: ModelRef) -> tuple[Path, dict]:
         path = ensure()
         return path, _identity(ref, path)
     if ref.source == "package":
-        return packaged.ensure(ref.name), _identity(ref, ref.path)
+        return packaged.ensure(ref.name), _identity(ref, ref.folder)
     if ref.source == "local":
-        return ref.path, _identity(ref, ref.path)
-    hub_access.reach(ref.hub_id)
+        return ref.folder, _identity(ref, ref.folder)
+    hub_access.reach(ref.repo)
     try:
         from huggingface_hub import snapshot_download
 
         path = Path(
             snapshot_download(
-                ref.hub_id,
+                ref.repo,
                 revision=ref.revision,
                 allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja"],
             )
         )
     except Exception as e:  # offline, gated, unknown: one line with the next step
-        raise hub_access.failure(e, ref.hub_id, "download") from None
+        raise hub_access.failure(e, ref.repo, "download") from None
     return path, {"id": ref.hub_id, "revision": path.name}
 
 
@@ -137,11 +151,11 @@ def identity_here(ref: ModelRef) -> dict | None:
     """materialize's identity where nothing is built or downloaded for it (a plan's): a local
     folder's, tiny-llama's once built; else None."""
     if ref.source == "local":
-        return _identity(ref, ref.path)
+        return _identity(ref, ref.folder)
     if ref.source == "tiny" and (cached_path() / "build.json").is_file():
         return _identity(ref, cached_path())
-    if ref.source == "package" and (ref.path / "build.json").is_file():
-        return _identity(ref, ref.path)
+    if ref.source == "package" and (ref.folder / "build.json").is_file():
+        return _identity(ref, ref.folder)
     return None
 
 
@@ -160,7 +174,7 @@ def header(ref: "ModelRef", identity: dict) -> dict:
         "revision": identity.get("revision"),
     }
     if ref.source == "package":  # where it came from: the package, its file and license
-        made = packaged.provenance(ref.path) or {}
+        made = packaged.provenance(ref.folder) or {}
         keys = ("package", "version", "wheel_sha256", "gguf_sha256", "gguf_type", "license")
         found["built_from"] = {k: made.get(k) for k in keys}
     return found

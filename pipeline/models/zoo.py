@@ -34,7 +34,10 @@ EXPERTS = {"num_local_experts": 8, "num_experts": 8, "n_routed_experts": 8}
 EXPERTS |= {"moe_intermediate_size": 256, "shared_expert_intermediate_size": 512}
 # What other members of a family do: Qwen2.5 up to 3B ties its embeddings; Mistral 7B v0.1
 # attends through a sliding window (4,096 of its 32k; here 128 of 1,024).
-TWEAKS = {"qwen2.5-7b": {"tie_word_embeddings": True}, "mistral-7b": {"sliding_window": 128}}
+TWEAKS: dict[str, dict[str, bool | int]] = {
+    "qwen2.5-7b": {"tie_word_embeddings": True},
+    "mistral-7b": {"sliding_window": 128},
+}
 FAMILIES = (
     "llama3.1-8b",
     "mistral-7b",

@@ -9,9 +9,11 @@ runs/nightly/recipes/<recipe>-<hash>.yaml and quantized into its own run directo
 import copy
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import Field, create_model
+from pydantic.fields import FieldInfo
 
 from pipeline.config import recipe as recipes
 from pipeline.config.recipe import ServeSettings
@@ -25,13 +27,19 @@ from pipeline.external.source import resolve
 STAGES = ("quantize", "eval", "serve")
 RECIPES = "nightly/recipes"  # overridden recipes, under the run root (the workers pull them)
 
+
+def _optional(name: str, f: FieldInfo) -> tuple[object, None]:
+    """A field's type or None, defaulting to None (every ServeSettings field is annotated)."""
+    if f.annotation is None:
+        raise TypeError(f"serve setting {name} has no annotation")
+    return f.annotation | None, None
+
+
 # The serve block: any of the recipe's serve settings, each optional (the same model, so a typo
-# fails when the matrix loads, not when that cell serves at night).
-ServeOverrides = create_model(
-    "ServeOverrides",
-    __base__=Strict,
-    **{name: (f.annotation | None, None) for name, f in ServeSettings.model_fields.items()},
-)
+# fails when the matrix loads, not when that cell serves at night). The types are known at run
+# time only: create_model takes each field as Any.
+_overrides: dict[str, Any] = {n: _optional(n, f) for n, f in ServeSettings.model_fields.items()}
+ServeOverrides = create_model("ServeOverrides", __base__=Strict, **_overrides)
 
 
 class Thresholds(Strict):
@@ -125,7 +133,10 @@ def cells(matrix: Matrix, runs: Runs) -> list[Cell]:
     """Every model × recipe, then the per-cell entries: overriding a matching cell, or adding.
     A recipe with overrides is written under `runs` (nightly/recipes/, committed for the
     workers)."""
-    specs = {(m, r): CellSpec(model=m, recipe=r) for m in matrix.models for r in matrix.recipes}
+    # a cell naming neither recipe nor artifact is keyed by None until _cell refuses it
+    specs: dict[tuple[str, str | None], CellSpec] = {
+        (m, r): CellSpec(model=m, recipe=r) for m in matrix.models for r in matrix.recipes
+    }
     for spec in matrix.cells:
         specs[(spec.model, spec.name or spec.artifact or spec.recipe)] = spec
     return [_cell(matrix, spec, runs) for spec in specs.values()]
@@ -146,9 +157,12 @@ def _cell(matrix: Matrix, spec: CellSpec, runs: Runs) -> Cell:
     serve |= spec.serve.model_dump(exclude_none=True) if spec.serve else {}
     if spec.tensor_parallel_size:
         serve["tensor_parallel_size"] = spec.tensor_parallel_size
-    name = spec.name or spec.recipe
     if spec.artifact is not None:
         name = spec.name or resolve(spec.artifact).run_name
+        recipe = name  # an imported artifact's recipe is its cell name
+    else:
+        assert spec.recipe is not None  # refused above: neither a recipe nor an artifact
+        name, recipe = spec.name or spec.recipe, spec.recipe
     given_tp = "tensor_parallel_size" in {*serve, *rf.spec.serve.model_fields_set}
     # every bound (gt=0, …) checked against the recipe's own settings, before anything runs
     settings = validated(
@@ -159,7 +173,7 @@ def _cell(matrix: Matrix, spec: CellSpec, runs: Runs) -> Cell:
     return Cell(
         model=spec.model,
         name=name,
-        recipe=name if spec.artifact is not None else spec.recipe,
+        recipe=recipe,
         recipe_arg=recipe_arg,
         stages=tuple(spec.stages or matrix.stages),
         eval_backend=spec.eval_backend or matrix.eval_backend,

@@ -131,7 +131,8 @@ def _pareto(rows: list[dict], path: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    points, originals, left = [], {}, []
+    points, originals = [], {}
+    left: list[str] = []
     for r in rows:
         m, where = r["metrics"], f"pareto {r['model']} × {r['cell']}"
         if "original_bytes" in m and _finite(left, where, m["original_bytes"]):
@@ -162,7 +163,9 @@ def _cost(rows: list[dict], path: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    kls, originals, left = [], {}, []
+    kls: list[float] = []
+    originals: dict[str, tuple[int, float]] = {}  # model → (concurrency, its $ per 1M tokens)
+    left: list[str] = []
     for r in rows:
         m, levels = r["metrics"], _levels(r["metrics"])
         top = max((c for c in levels if "usd_per_million" in levels[c]), default=None)
@@ -219,7 +222,8 @@ def _throughput(rows: list[dict], path: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    drawn, left = False, []
+    drawn = False
+    left: list[str] = []
     for r in rows:
         levels = _levels(r["metrics"])
         if not levels:

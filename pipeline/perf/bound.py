@@ -49,11 +49,11 @@ class Footprint:
 
 def footprint(g: Geometry, recipe=None) -> Footprint:
     """`recipe` None: the original, 16-bit."""
-    quantized = {}
+    quantized: dict[bool, tuple[int, float]] = {}  # expert or not: (params, bytes)
     for lin, scheme in recipe_weights.assigned(recipe, g) if recipe else []:
-        params, size = quantized.get(_is_expert(lin), (0, 0.0))
+        count, size = quantized.get(_is_expert(lin), (0, 0.0))
         quantized[_is_expert(lin)] = (
-            params + lin.params,
+            count + lin.params,
             size + recipe_weights.linear_bytes(lin, scheme),
         )
     params = {True: 0, False: 0}

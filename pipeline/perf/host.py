@@ -99,7 +99,7 @@ def _measure() -> dict:
     # a small probe picks the faster dtype: without AVX-512 BF16 / AMX a bf16 matmul runs
     # ~100x slower than float32, and measuring it at full size would take minutes
     probe = {dtype: _matmul_rate(torch, dtype, 256) for dtype in (torch.bfloat16, torch.float32)}
-    fastest = max(probe, key=probe.get)
+    fastest = max(probe, key=probe.__getitem__)
     flops = _matmul_rate(torch, fastest, MATMUL)
     # the hf eval computes in float32 on CPUs: with AMX, bf16 runs ~5x faster than that
     fp32 = flops if fastest is torch.float32 else _matmul_rate(torch, torch.float32, MATMUL)

@@ -78,8 +78,8 @@ def row(
         recipe_name, load.kv_dtype, load.weights, per_token, needed, found.gpus,
         found.max_users, found.kv_room_bytes, found.tensor_parallel_size,
         found.pipeline_parallel_size, found.executor, found.expert_parallel,
-        found.vllm_flags(), list(found.refused), engine and engine.record(),
-        engine and engine.line(),
+        found.vllm_flags(), list(found.refused), engine.record() if engine else None,
+        engine.line() if engine else None,
     )  # fmt: skip
 
 
@@ -160,7 +160,8 @@ def _engine_notes(rows: list[Row]) -> list[str]:
     """vLLM's engine per GPU of each layout in the table (once per layout)."""
     seen: dict[str, str] = {}
     for r in sorted(rows, key=lambda r: r.gpus or 0):
-        if r.engine_line and r.vllm_flags not in seen:
+        # a row with an engine line is a deployment: it has flags
+        if r.engine_line and r.vllm_flags is not None and r.vllm_flags not in seen:
             seen[r.vllm_flags] = f"vLLM's engine per GPU at {r.vllm_flags}: {r.engine_line}"
     return list(seen.values())
 

@@ -80,6 +80,8 @@ def on_this_host(
 def _engine_memory(g: Geometry, visible: list[str], tp: int, traffic: Traffic) -> dict:
     """vLLM's engine memory per GPU of this host at `tp` (engine_memory.py)."""
     node = gpus.this_node(visible)
+    if node is None:  # None only for no GPU lines: the caller plans CPU engines then
+        raise ValueError("an engine's memory on GPUs asked for with no GPU visible")
     found = traffic.budget().engine(g, node, tp, 1, traffic.context)
     return {"engine_memory": found.record(), "engine_line": found.line()}
 

@@ -8,21 +8,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Protocol
 
 from pipeline.config.recipe import RecipeFile
 from pipeline.config.schemes import Scheme
 from pipeline.models import architecture
-
-
-class Geometry(Protocol):
-    """What the count reads of a model's geometry (planning/geometry.py's Geometry, which counts
-    a shipped-FP8 original through this module: named here, not imported, so neither module
-    needs the other first)."""
-
-    layers: int
-    params: int
-    checkpoint_linears: tuple[architecture.Linear, ...]
+from pipeline.planning.shape import Geometry
 
 
 def targeted(recipe: RecipeFile, g: Geometry) -> list[architecture.Linear]:

@@ -85,12 +85,8 @@ def _eval_results(c: CardInputs) -> list:
     dataset = c.eval.settings.get("dataset", "python-docs")
     out = []
     for split, m in c.eval.splits.items():
-        common = {
-            "task_type": "text-generation",
-            "dataset_type": dataset if split == "heldout" else "calibration-text",
-            "dataset_name": f"{dataset} ({split})",
-            "dataset_split": split,
-        }
+        # named one by one, not as a **dict: EvalResult's other fields are not all strings
+        dataset_type = dataset if split == "heldout" else "calibration-text"
         for metric, value, name in (
             ("perplexity", m.ppl_quantized, "Perplexity"),
             ("perplexity_ratio", m.ppl_ratio, "Perplexity / original"),
@@ -98,7 +94,15 @@ def _eval_results(c: CardInputs) -> list:
             ("top1_agreement", m.same_top_pct, "Same top-1 token as original (%)"),
         ):
             out.append(
-                EvalResult(**common, metric_type=metric, metric_value=value, metric_name=name)
+                EvalResult(
+                    task_type="text-generation",
+                    dataset_type=dataset_type,
+                    dataset_name=f"{dataset} ({split})",
+                    dataset_split=split,
+                    metric_type=metric,
+                    metric_value=value,
+                    metric_name=name,
+                )
             )
     for t in c.eval.tasks:
         out.append(
@@ -231,7 +235,7 @@ def _quality(c: CardInputs) -> str:
         )
         for split, m in e.splits.items()
     ]
-    header = ("split", "tokens", "ppl original", "ppl quantized", "ppl ratio")
+    header: tuple[str, ...] = ("split", "tokens", "ppl original", "ppl quantized", "ppl ratio")
     header += ("mean KL (nats)", "same top-1 %")
     text = (
         "## Quality vs the original\n\n"

@@ -83,7 +83,7 @@ class PublishStage(AfterQuantize):
         if stage.target.kind == "file" and (req.private or req.branch or req.create_pr):
             raise UserError("--private, --branch and --create-pr apply to hub targets, not file://")
         if stage.target.kind == "file":
-            target.check_apart(stage.target.path, _own_folders(q))
+            target.check_apart(stage.target.local_folder, _own_folders(q))
         stage.problems = readiness(q, req.without_serve)
         if stage.problems and not req.ignore_gates:
             raise UserError(
@@ -216,6 +216,7 @@ def card_inputs(stage: PublishStage) -> card.CardInputs:
     q = stage.quantize
     served, hardware = (None, None) if stage.request.without_serve else _serve_results(q)
     rf = q.recipe
+    scheme = rf.scheme()
     record = stage.record()
     return card.CardInputs(
         repo_id=stage.target.card_name,
@@ -223,17 +224,17 @@ def card_inputs(stage: PublishStage) -> card.CardInputs:
             "name": q.ref.name,
             "hub_id": q.ref.hub_id,
             "license": base_license(q),
-            "built_from": packaged.provenance(q.ref.path) if q.ref.source == "package" else None,
+            "built_from": _built_from(q),
         },  # fmt: skip
         recipe={
             "name": rf.name,
             "description": rf.spec.description,
             "text": rf.text,
-            "scheme": rf.scheme().name if rf.scheme() else None,
+            "scheme": scheme.name if scheme else None,
             "kv_cache_scheme": rf.kv_cache_scheme(),
             "ignore": rf.ignored(),
         },
-        quantize=q.rundir.stage("quantize"),
+        quantize=q.entry(),  # prepare's readiness refused a run without a finished one
         eval=_eval_results(q),
         serve=served,
         serve_environment=hardware,
@@ -243,6 +244,15 @@ def card_inputs(stage: PublishStage) -> card.CardInputs:
         forced=list(stage.problems),
         without_serve=stage.request.without_serve,
     )
+
+
+def _built_from(q: Artifact) -> dict | None:
+    """A packaged model's provenance (its ref has the path it is built at); None otherwise."""
+    if q.ref.source != "package":
+        return None
+    if q.ref.path is None:
+        raise ValueError(f"packaged model {q.ref.name} has no path")
+    return packaged.provenance(q.ref.path)
 
 
 def _deployment(q: Artifact, rf) -> list[dict]:
@@ -263,11 +273,12 @@ def base_license(qjob: Artifact) -> str | None:
         return ALIAS_LICENSES[qjob.ref.name]
     if qjob.ref.name in PACKAGED:  # the license its package ships it under
         return PACKAGED[qjob.ref.name].license
+    ref = qjob.ref
     try:
-        if qjob.ref.source == "local" and (qjob.ref.path / "README.md").is_file():
-            return ModelCard.load(qjob.ref.path / "README.md").data.get("license")
-        if qjob.ref.source == "hub":
-            return ModelCard.load(qjob.ref.hub_id).data.get("license")
+        if ref.source == "local" and ref.path and (ref.path / "README.md").is_file():
+            return ModelCard.load(ref.path / "README.md").data.get("license")
+        if ref.source == "hub" and ref.hub_id:
+            return ModelCard.load(ref.hub_id).data.get("license")
     except Exception:  # offline or no card: the card then names no license
         return None
     return None
@@ -320,7 +331,7 @@ def _publish(stage: PublishStage, out: Path) -> dict:
         if stage.target.kind == "file":
             sent = upload.to_folder(stage.target, sending, stage.request.take_over)
         else:
-            fingerprint = q.rundir.stage("quantize").fingerprint
+            fingerprint = q.entry().fingerprint
             message = (
                 f"quant-pipeline: {q.ref.name} × {q.recipe.name} (artifact {fingerprint[:12]})"
             )

@@ -22,11 +22,25 @@ class Target:
         return f"hf://{self.repo_id}" if self.kind == "hf" else f"file://{self.path}"
 
     @property
+    def hub_repo(self) -> str:
+        """An hf target's repo id (parse sets it for every hf target)."""
+        if self.repo_id is None:
+            raise ValueError(f"{self.display} is not a hub target: it has no repo id")
+        return self.repo_id
+
+    @property
+    def local_folder(self) -> Path:
+        """A file target's folder (parse sets it for every file target)."""
+        if self.path is None:
+            raise ValueError(f"{self.display} is not a file target: it has no folder")
+        return self.path
+
+    @property
     def card_name(self) -> str:
         """What the card calls the model: the repo id, or the folder's org/name."""
         if self.kind == "hf":
-            return self.repo_id
-        return f"{self.path.parent.name}/{self.path.name}"
+            return self.hub_repo
+        return f"{self.local_folder.parent.name}/{self.local_folder.name}"
 
 
 def parse(text: str | None) -> Target:

@@ -47,7 +47,7 @@ def to_hub(
 
     secret = token()
     api = HfApi(token=secret)
-    repo = target.repo_id
+    repo = target.hub_repo
     with _hub_errors(target, secret, constants.ENDPOINT):
         user = api.whoami()["name"]
         api.create_repo(repo, private=private, exist_ok=True, repo_type="model")
@@ -110,7 +110,7 @@ def _hub_errors(target: Target, secret: str, endpoint: str):
         if status == 403:
             raise UserError(
                 f"the token may not write to {target.repo_id} (403 Forbidden): it needs write "
-                f"access to the '{target.repo_id.split('/')[0]}' namespace"
+                f"access to the '{target.hub_repo.split('/')[0]}' namespace"
             ) from None
         raise HubError(clean(_retry_hint(target, f"HTTP {status}: {first_line(e)}"))) from None
     except (httpx.HTTPError, OSError, ValueError, RuntimeError) as e:
@@ -130,7 +130,7 @@ def _retry_hint(target: Target, what: str) -> str:
 
 def check_folder(target: Target, force: bool) -> bool:
     """True when the folder holds content this pipeline did not publish (refused unless force)."""
-    dest = target.path
+    dest = target.local_folder
     if dest.exists() and not dest.is_dir():
         raise UserError(f"file target {dest} exists and is not a folder")
     foreign = dest.exists() and any(dest.iterdir()) and not (dest / MARKER).is_file()
@@ -145,7 +145,7 @@ def check_folder(target: Target, force: bool) -> bool:
 def to_folder(target: Target, folder: Path, force: bool) -> dict:
     """Copy beside the destination, then rename into place: a reader never sees half a repo.
     A folder not published by this pipeline is refused, or with --take-over moved aside (kept)."""
-    dest = target.path
+    dest = target.local_folder
     if check_folder(target, force):
         os.replace(dest, _aside(dest))
     with staging_dir(dest) as tmp:

@@ -115,7 +115,7 @@ def shard_bytes(folder: Path) -> list[int]:
 
 def tensor_files(folder: Path) -> dict[str, Path]:
     """Which safetensors file holds each tensor (headers only)."""
-    found = {}
+    found: dict[str, Path] = {}
     for path in sorted(folder.glob("*.safetensors")):
         with open(path, "rb") as f:
             (size,) = struct.unpack("<Q", f.read(8))
@@ -125,8 +125,9 @@ def tensor_files(folder: Path) -> dict[str, Path]:
     return found
 
 
-def weight_shape(table: dict[str, TensorInfo], module: str, bits: int) -> tuple[int, int]:
-    """(out, in) of a quantized module's weight, from its stored tensors' headers."""
+def weight_shape(table: dict[str, TensorInfo], module: str, bits: int) -> tuple[int, ...]:
+    """(out, in) of a quantized module's weight, from its stored tensors' headers (an unpacked
+    weight's shape as stored)."""
     packed = table.get(f"{module}.weight_packed")
     if packed is None:
         return table[f"{module}.weight"].shape

@@ -12,4 +12,7 @@ def patch_llmcompressor_for_cpu() -> None:
         return
     from llmcompressor.pipelines.cache import IntermediatesCache
 
-    IntermediatesCache.pin_memory = lambda self, batch_index, input_names=None: None
+    # a deliberate patch of the library's method, which mypy refuses to assign
+    IntermediatesCache.pin_memory = (  # type: ignore[method-assign]
+        lambda self, batch_index, input_names=None: None
+    )

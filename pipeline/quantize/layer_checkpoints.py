@@ -67,7 +67,8 @@ def replayable(checkpoints: Checkpoints) -> list[tuple[int, int]]:
     """The (pass, subgraph) kept from the first on, in order (a contiguous run: one missing —
     a hand-removed file — ends it; a pass's next begins once all its subgraphs are kept)."""
     done = checkpoints.done() if checkpoints.kind in (None, KIND) else {}
-    total, found, epoch = checkpoints.total or 0, [], 0
+    total, epoch = checkpoints.total or 0, 0
+    found: list[tuple[int, int]] = []
     while total:
         for index in range(total):
             unit = name(epoch, index)
@@ -97,6 +98,7 @@ def kept(checkpoints: Checkpoints, recipe) -> tuple[int, int, float, str]:
     done = checkpoints.done()
     seconds = sum(done[name(*unit)]["seconds"] for unit in units)
     total = checkpoints.total
+    assert total, "replayable() keeps units only of a begun total"
     epoch, index = divmod(len(units), total)  # the first subgraph not kept
     if epoch >= passes(recipe):  # killed as it saved: every layer is kept
         return total - 1, total - 1, seconds, SAVE_LEFT
@@ -157,12 +159,13 @@ def resumable(model, checkpoints: Checkpoints):
         return result
 
     pipeline.trace_subgraphs, pipeline._get_batches = trace, passes
-    callbacks.sequential_epoch_end = staticmethod(epoch_end)
+    # deliberate patches of the library's methods, which mypy refuses to assign
+    callbacks.sequential_epoch_end = staticmethod(epoch_end)  # type: ignore[method-assign]
     try:
         yield state
     finally:
         pipeline.trace_subgraphs, pipeline._get_batches = traced, batches
-        callbacks.sequential_epoch_end = raw_end
+        callbacks.sequential_epoch_end = raw_end  # type: ignore[method-assign]
 
 
 def _modifier() -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipeline.config.recipe import RecipeFile
 from pipeline.core.checkpoints import Checkpoints
+from pipeline.core.errors import UserError
 from pipeline.models.architecture import Linear, is_router
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import matches
@@ -130,6 +131,9 @@ def run(
     import torch
     from llmcompressor import model_free_ptq
 
+    scheme = recipe.scheme()
+    if scheme is None:  # unsupported() lets through only recipes of one preset scheme
+        raise UserError(f"recipe {recipe.name}: no preset scheme for the model-free path")
     shards = sorted(model_path.glob("*.safetensors"))
     bar.reset(total=len(shards))
     t0 = time.monotonic()
@@ -139,7 +143,7 @@ def run(
         model_free_ptq(
             str(model_path),
             str(out),
-            scheme=recipe.scheme().name,
+            scheme=scheme.name,
             ignore=ignore,
             max_workers=workers,
             device=None if torch.accelerator.is_available() else "cpu",

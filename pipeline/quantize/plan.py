@@ -104,6 +104,7 @@ def fitted(recipe: RecipeFile, g: Geometry, model_name: str) -> RecipeFile:
     presets = [args for args in modifiers if isinstance(args.get("scheme"), str)]
     if size is None or len(recipe.schemes()) != 1 or not presets:  # a user's own groups stay
         check_fit(recipe, g, model_name)  # refuses, naming the Linear
+    assert size is not None  # check_fit refused above when no smaller group divides them
     for args in presets:
         targets = args.get("targets", ["Linear"])
         args["config_groups"] = {"group_0": config_group(scheme, targets, size)}

@@ -60,7 +60,9 @@ def replay_record(calibrating: bool, saved_dtype: str) -> dict:
 
     device = f"cpu {torch.backends.cpu.get_cpu_capability()}"
     if torch.accelerator.is_available():
-        device = torch.accelerator.current_accelerator().type
+        accelerator = torch.accelerator.current_accelerator()
+        assert accelerator is not None  # is_available(): there is one
+        device = accelerator.type
         if device == "cuda":
             device += f" {torch.cuda.get_device_name()}"
     dtype = "float32" if oneshot.upcasts(calibrating) else saved_dtype
@@ -69,4 +71,4 @@ def replay_record(calibrating: bool, saved_dtype: str) -> dict:
 
 def record(checkpoints: Checkpoints | None) -> dict | None:
     """The manifest's `resumed`: where the run started, and what the kept units had taken."""
-    return getattr(checkpoints, "resumed", None)
+    return checkpoints.resumed if checkpoints else None

@@ -19,7 +19,7 @@ from pipeline.config import recipe
 from pipeline.config.recipe import Calibration, RecipeFile
 from pipeline.core import devices, environment, memo, progress, quiet
 from pipeline.core.checkpoints import Checkpoints
-from pipeline.core.errors import ArtifactCheckError, NotOnThisHost
+from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
 from pipeline.core.files import staging_dir
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.core.runs import Runs
@@ -117,8 +117,15 @@ class QuantizeStage:
         """What vLLM loads: the artifact, or for an online recipe the original itself (served
         with the recipe's vllm_args)."""
         if self.recipe.online:
-            return self.model_path
+            return self.model_folder
         return self.rundir.path / ARTIFACT
+
+    @property
+    def model_folder(self) -> Path:
+        """model_path, which load_inputs sets (execute() asks inputs() before the work)."""
+        if self.model_path is None:
+            raise RuntimeError(f"quantize {self.ref.name}: the model is read before load_inputs")
+        return self.model_path
 
     def artifact_for(self, backend: str) -> Path:
         """What an eval backend loads: for hf, a Mixtral artifact's view with the expert names
@@ -126,7 +133,10 @@ class QuantizeStage:
 
         if backend != "hf" or self.recipe.online or not moe_view.needed(self.artifact):
             return self.artifact
-        fingerprint = self.rundir.stage(self.name).fingerprint[:16]
+        entry = self.rundir.stage(self.name)
+        if entry is None:  # eval asks once the quantize stage has run
+            raise UserError(f"no quantize entry for {self.ref.name} × {self.recipe.name}")
+        fingerprint = entry.fingerprint[:16]
         return moe_view.ensure(self.artifact, self.rundir.path / moe_view.FOLDER / fingerprint)
 
     @property
@@ -146,6 +156,7 @@ class QuantizeStage:
         ref, rf = req.ref, req.recipe
         g = geometry.of_model(ref)
         if ref.source == "local":  # a half-copied folder fails here, not after loading
+            assert ref.path is not None  # resolve() gives a local model its folder
             integrity.check_weights(ref.path)
         fitted = plan.fitted(rf, g, ref.name)
         if fitted is not rf:  # the preset in smaller groups: what every later stage reads
@@ -264,6 +275,7 @@ class QuantizeStage:
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+            assert self.texts is not None  # plan() counts them once loaded
             texts = self.texts.texts
             texts = [t if isinstance(t, str) else tokenizer.apply_chat_template(t, tokenize=False)
                      for t in texts]  # fmt: skip
@@ -286,6 +298,7 @@ class QuantizeStage:
         found = memo.recall("calibration-texts", source)
         if found is None:
             self.load_texts()
+            assert self.texts is not None  # num_samples > 0: load_texts loaded them
             found = {**self.texts.description, "sha256": self.texts.fingerprint}
             memo.remember("calibration-texts", source, found)
         return {**found, "max_seq_length": cal.max_seq_length}
@@ -343,7 +356,7 @@ def _online(job: QuantizeStage, out: Path) -> dict:
     return {
         "online": job.recipe.online,
         "vllm_args": job.recipe.vllm_args(),
-        "tensor_bytes": tensor_bytes(job.model_path),  # what is stored and loaded: the original
+        "tensor_bytes": tensor_bytes(job.model_folder),  # what is stored and loaded: the original
         "reload": {
             "transformers": False,
             "reason": f"vLLM quantizes it as it loads (online {job.recipe.online}); "
@@ -366,11 +379,11 @@ def _quantize(job: QuantizeStage, out: Path, kept: Checkpoints | None) -> dict:
             bars.append(progress.bar(total=1, desc="  layers", unit="layer"))
     with quiet.to_log(job.log, llmcompressor=True), quiet.library_output(job.log):
         if job.path == "model-free":
-            ignore = model_free.derived_ignore(job.model_path, job.recipe)
+            ignore = model_free.derived_ignore(job.model_folder, job.recipe)
             done = model_free.run(
-                job.model_path, out, job.recipe, ignore, job.workers, bars[0], kept
+                job.model_folder, out, job.recipe, ignore, job.workers, bars[0], kept
             )
-            _copy_tokenizer(job.model_path, out)
+            _copy_tokenizer(job.model_folder, out)
             # as oneshot writes it: the recipe that reproduces this artifact
             (out / "recipe.yaml").write_text(job.recipe.quantization_yaml(job.capped))
             routed, extra = None, {**done, "ignore": ignore}
@@ -381,7 +394,7 @@ def _quantize(job: QuantizeStage, out: Path, kept: Checkpoints | None) -> dict:
         for bar in reversed(bars):
             bar.close()
         seconds = time.monotonic() - t0
-        metrics = size_metrics(out, job.model_path, job.recipe.scheme())
+        metrics = size_metrics(out, job.model_folder, job.recipe.scheme())
         if len(job.recipe.schemes()) > 1:  # mixed precision: each Linear at its own bits
             theoretical = artifact_bytes(job.recipe, job.geometry, scales=False)
             metrics["theoretical_bytes"] = theoretical
@@ -400,8 +413,9 @@ def _quantize(job: QuantizeStage, out: Path, kept: Checkpoints | None) -> dict:
         metrics["layouts"] = deployment.layouts(job.geometry, job.recipe)
         if job.path == "model-free":  # it sees tensors: check it quantized what oneshot would
             verify.quantized_as_planned(out, job.recipe, job.geometry)
-        bits = job.recipe.scheme().weight_bits if job.recipe.scheme() else 16
-        metrics["reload"] = verify.check(out, job.model_path, metrics["total_params"], bits)
+        scheme = job.recipe.scheme()
+        bits = scheme.weight_bits if scheme else 16
+        metrics["reload"] = verify.check(out, job.model_folder, metrics["total_params"], bits)
     metrics |= extra
     metrics["path"] = job.path
     metrics["peak_rss_bytes"] = environment.peak_rss_bytes()

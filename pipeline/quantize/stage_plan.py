@@ -4,7 +4,8 @@ earlier quantize on this host and path, as bf16 bytes per second, where one meas
 large enough for its rate to scale (a tiny model's run is start-up, not throughput)."""
 
 import json
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import Protocol
 
 from pipeline.artifact import Artifact
 from pipeline.core import environment
@@ -12,16 +13,16 @@ from pipeline.core.stage_plan import ArtifactPlan
 from pipeline.perf import timing
 from pipeline.planning import shm
 
-if TYPE_CHECKING:
-    from pipeline.config.recipe import Calibration
-
 
 class Quantizing(Artifact, Protocol):
     """What this plan reads of the quantize stage: an artifact made along a path."""
 
-    path: str  # "model-free", "oneshot", … (its own rate on this host)
-    nproc: int  # processes under torchrun (no checkpoints then)
-    calibration: "Calibration"  # samples: 0 for a data-free recipe
+    # read-only: the stage's properties; `calibration` (Artifact's): samples 0 when data-free
+    @property
+    def path(self) -> str: ...  # "model-free", "oneshot", … (its own rate on this host)
+
+    @property
+    def nproc(self) -> int: ...  # processes under torchrun (no checkpoints then)
 
 
 SCALES_FROM = 2**30  # bf16 bytes a measured run must have quantized for its rate to scale
@@ -35,12 +36,14 @@ def plan(q: "Quantizing") -> ArtifactPlan:
     downloads = [("original (hub cache)", original)] if q.ref.from_hub else []
     if q.recipe.online:
         return ArtifactPlan(
+            path=q.path,
             where="nothing to quantize ahead (online: vLLM quantizes as it loads)",
             files=downloads,
             time_seconds=0.0,
             time="nothing to quantize ahead (online)",
         )
     found = ArtifactPlan(
+        path=q.path,
         where=built.get("placement", "nothing to quantize"),
         cpu_ram_bytes=memory.get("cpu_ram_peak_estimate", 0),
         device_bytes=memory.get("device_peak_estimate", 0),
@@ -76,7 +79,9 @@ def _time(q: "Quantizing", original: int, samples: int) -> tuple[float | None, s
     per second, scaled by the calibration samples (a layer's calibration is a pass over each).
     Another algorithm's rate is no estimate: AutoRound's 200 tuning steps a layer took over
     100× the time GPTQ's rate gave it on SmolLM2."""
-    rates, small = [], []
+    # (ended, bf16 bytes per second, run dir) of each earlier run
+    rates: list[tuple[str, float, Path]] = []
+    small: list[tuple[str, float, Path]] = []
     host = environment.host()["hostname"]
     modifiers = [name for name, _ in q.recipe.modifiers()]
     for path in q.rundir.runs.local.glob("*/*/manifest.json"):
@@ -94,9 +99,9 @@ def _time(q: "Quantizing", original: int, samples: int) -> tuple[float | None, s
         cal = m.get("calibration") or {}
         asked = cal.get("requested_samples") or m.get("calibration_samples")
         rate = m["bytes_per_second"] * (asked or 1) / (samples or 1)
-        measured = (entry.get("ended") or "", rate, path.parent)
+        run = (entry.get("ended") or "", rate, path.parent)
         scales = m.get("bf16_bytes", 0) >= min(original, SCALES_FROM) / 2
-        (rates if scales else small).append(measured)
+        (rates if scales else small).append(run)
     if not rates:
         why = f"unknown: no {'+'.join(modifiers)} quantize on this path measured on this host yet"
         if small:

@@ -54,7 +54,7 @@ def quantized_as_planned(artifact: Path, recipe, g: Geometry) -> None:
     found = Counter(
         tuple(art.weight_shape(table, m, scheme.weight_bits)) for m in art.quantized_modules(table)
     )
-    planned = Counter()
+    planned: Counter[tuple[int, ...]] = Counter()
     for lin in targeted(recipe, g):
         planned[(lin.out_features, lin.in_features)] += lin.count
     if found != planned:
@@ -103,7 +103,9 @@ def spot_check(artifact: Path, original: Path, params: int, bits: int) -> dict:
     }
 
 
-def _dequantized_rows(module: str, table: dict, files: dict, scale, bits: int):
+def _dequantized_rows(
+    module: str, table: dict[str, art.TensorInfo], files: dict[str, Path], scale, bits: int
+):
     """(row indices, dequantized rows) for FP8 / INT8 weights and packed INT4/INT8 with
     per-channel or grouped scales; None for formats read only by their headers (FP4, blocks)."""
     import torch
@@ -112,6 +114,8 @@ def _dequantized_rows(module: str, table: dict, files: dict, scale, bits: int):
     weight = table.get(f"{module}.weight")
     packed = table.get(f"{module}.weight_packed")
     info = weight or packed
+    if info is None:  # quantized_modules() found its weight_scale: it has one or the other
+        raise ArtifactCheckError(f"artifact check: {module} has neither weight nor weight_packed")
     out = info.shape[0]
     index = sorted({0, out // 2, out - 1})[:SPOT_ROWS]
     if scale.ndim != 2 or scale.shape[0] != out or f"{module}.weight_zero_point" in table:

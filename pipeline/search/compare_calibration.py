@@ -16,6 +16,7 @@ them.
 """
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -54,8 +55,10 @@ def prepare(ask: QuantizeRequest, sets: list[CalibrationSet], eval_data: str | N
     stages = []
     for s in sets:
         rf = calibration_sets.derived(folder / "recipes", ask.recipe, s, eval_data)
-        how = {"num_samples": s.samples} if s.samples is not None else {}
-        stages.append(QuantizeStage.prepare(QuantizeRequest(ask.ref, rf, **how), runs))
+        # None: the recipe's own count, as QuantizeRequest's default
+        stages.append(
+            QuantizeStage.prepare(QuantizeRequest(ask.ref, rf, num_samples=s.samples), runs)
+        )
     return folder, stages
 
 
@@ -120,7 +123,7 @@ def _cell(q: QuantizeStage, row: compare_recipes.Row) -> Cell:
 def _verdicts(cells: list[Cell]) -> list[dict]:
     """Each pair of evaluated cells, the first against the second."""
     done = [c for c in cells if c.row.status != "failed"]
-    pairs = []
+    pairs: list[dict] = []
     for a, b in itertools.combinations(done, 2):
         ra, rb = (eval_results(Path(c.row.results["eval"])) for c in (a, b))
         windows = ra.heldout.windows
@@ -140,16 +143,15 @@ def _set_verdicts(cells: list[Cell]) -> list[dict]:
     against the spread between draws of one set (paired.across_draws). "better" only where
     that CI excludes 0 too: a window-paired verdict between two single draws says which draw
     drifts less, not which data."""
-    groups: dict[str, list[Cell]] = {}
+    groups: dict[str, list[float]] = {}  # each set's mean KL, one per seed
     for c in cells:
         if c.row.status != "failed" and c.row.kl_mean is not None:
-            groups.setdefault(c.set, []).append(c)
+            groups.setdefault(c.set, []).append(c.row.kl_mean)
     if not any(len(g) > 1 for g in groups.values()):
         return []
     found = []
     for (a, ca), (b, cb) in itertools.combinations(groups.items(), 2):
-        diff = paired.across_draws([c.row.kl_mean for c in ca], [c.row.kl_mean for c in cb],
-                                   CONFIDENCE)  # fmt: skip
+        diff = paired.across_draws(ca, cb, CONFIDENCE)
         if diff["low"] is None:
             said = "undecided: one seed of a set (give SEEDS=… of two or more)"
         elif diff["low"] <= 0 <= diff["high"]:
@@ -174,7 +176,7 @@ def _why(diff: dict, floor: float) -> str:
     return f"{CONFIDENCE:.0%} CI {ci}, {times(abs(diff['diff']), floor)}"
 
 
-def render(cells: list[Cell], pairs: list[dict], model: str, sets: list[dict] = ()) -> str:
+def render(cells: list[Cell], pairs: list[dict], model: str, sets: Sequence[dict] = ()) -> str:
     head = (f"{'calibration set':<28} {'samples':>7} {'tokens sha256':>13} "
             f"{'mean KL ± SE':>19} {'× floor':>8} {'ppl ratio ± SE':>16} {'same top % ± SE':>16} "
             f"{'task flips (CI)':>20} {'answers: length, same':>24} {'quantize':>9}")  # fmt: skip
@@ -262,8 +264,10 @@ def _plot(cells: list[Cell], model: str, path: Path) -> bool:
 
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * len(done)))
     for y, c in enumerate(done):
+        kl = c.row.kl_mean
+        assert kl is not None  # done holds the cells with a mean KL
         err = None if c.row.kl_mean_se is None else 1.96 * c.row.kl_mean_se
-        ax.errorbar([c.row.kl_mean], [y], xerr=err, fmt="o", capsize=4, color=f"C{y}")
+        ax.errorbar([kl], [y], xerr=err, fmt="o", capsize=4, color=f"C{y}")
     floors = [c.floor_kl for c in done if c.floor_kl]
     if floors:
         ax.axvline(max(floors), color="grey", linestyle="--", label="noise floor (mean KL)")

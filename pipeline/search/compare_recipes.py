@@ -135,6 +135,7 @@ def outcome_of(rows: list["Row"], model: str, paths: dict) -> Outcome:
     gated = [r for r in rows if r.status in ("gate_failed", "gate_inconclusive")]
     if failed:
         first = failed[0]
+        assert first.reason is not None  # one() names every failed row's error class
         return Outcome.of("compare", first.reason, f"{first.recipe}: {first.message}",
                           model=model, paths=paths)  # fmt: skip
     if gated:
@@ -341,7 +342,9 @@ def write_plot(rows: list[Row], model: str, path: Path) -> bool:
     served = [r for r in done if r.served and r.served.get("output_tok_s") is not None]
     nrows = 2 if served else 1
     fig, axes = plt.subplots(nrows, 4, figsize=(18, 4.2 * nrows), squeeze=False)
-    original = next((r.size_bytes / r.ratio_to_bf16 for r in done if r.ratio_to_bf16), None)
+    original = next(
+        (r.size_bytes / r.ratio_to_bf16 for r in done if r.size_bytes and r.ratio_to_bf16), None
+    )
     colors = {r.recipe: f"C{i}" for i, r in enumerate(rows)}  # one colour per recipe throughout
     for col, (key, label, at_original) in enumerate(DRIFT):
         ax = axes[0][col]
@@ -353,11 +356,13 @@ def write_plot(rows: list[Row], model: str, path: Path) -> bool:
         ax.grid(alpha=0.3)
         if served:
             ax = axes[1][col]
-            _points(ax, served, key, lambda r: r.served["output_tok_s"], colors)
-            origs = [r.served["original_tok_s"] for r in served if r.served.get("original_tok_s")]
+            _points(ax, served, key, lambda r: _throughput_of(r)["output_tok_s"], colors)
+            origs = [
+                t["original_tok_s"] for t in map(_throughput_of, served) if t.get("original_tok_s")
+            ]
             if origs:
                 ax.plot([origs[0]], [at_original], "k*", markersize=12, label="original")
-            top = served[0].served["concurrency"]
+            top = _throughput_of(served[0])["concurrency"]
             ax.set_xlabel(f"output tokens/s at concurrency {top} (vLLM)")
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)
@@ -367,6 +372,13 @@ def write_plot(rows: list[Row], model: str, path: Path) -> bool:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def _throughput_of(r: Row) -> dict:
+    """A served row's throughput (write_plot's bottom row holds only those)."""
+    if r.served is None:
+        raise ValueError(f"{r.recipe} was not served: nothing to plot against throughput")
+    return r.served
 
 
 def _points(ax, rows: list[Row], key: str, x, colors: dict) -> None:

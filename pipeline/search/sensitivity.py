@@ -41,13 +41,12 @@ def measure(backend, model, groups: list[Group], windows, mass: float, max_k: in
 
     ref = drift.references(backend, model, windows, mass, max_k)
     modules = dict(model.named_modules())
-    quantized = [n for n, s in CANDIDATES.items() if s is not None]
+    quantized = {n: s for n, s in CANDIDATES.items() if s is not None}
     bar = progress.bar(total=len(groups) * len(quantized), desc="sensitivity", unit="trial")
     found = []
     for group in groups:
         row = {name: {"kl": 0.0, "se": 0.0} for name, s in CANDIDATES.items() if s is None}
-        for name in quantized:
-            scheme = CANDIDATES[name]
+        for name, scheme in quantized.items():
             if group_bits(group, scheme) == float("inf"):
                 row[name] = {"kl": float("inf"), "se": 0.0}
             else:

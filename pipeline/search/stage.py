@@ -40,13 +40,17 @@ class SearchStage:
     model_identity: dict = field(default_factory=dict, init=False)
     name: ClassVar[str] = "search"
     folder: ClassVar[str] = "search"
+    starts_vllm: ClassVar[bool] = False  # the search scores on the hf backend
     staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 
     @classmethod
     def prepare(
         cls, ref: aliases.ModelRef, target_bits: float, tokens: int, runs: Runs
     ) -> "SearchStage":
-        fewest = min(s.weight_bits + 16 / s.group_size for s in CANDIDATES.values() if s)
+        # every candidate is grouped: one 16-bit scale per group_size weights
+        fewest = min(
+            s.weight_bits + 16 / s.group_size for s in CANDIDATES.values() if s and s.group_size
+        )
         if not fewest < target_bits < 16:
             raise UserError(
                 f"--target-bits {target_bits:g}: choose between {fewest:g} (every group "
@@ -77,6 +81,10 @@ class SearchStage:
             "libraries": environment.library_versions(LIBRARIES),
         }
 
+    def verdict(self, entry: StageEntry) -> None:
+        """No gates: the search's results are sensitivities, not a release question."""
+        return None
+
     def before_work(self) -> None:
         pass
 
@@ -89,6 +97,8 @@ class SearchStage:
         from pipeline.eval.backends import hf
         from pipeline.eval.windows import windows
 
+        if self.model_path is None:  # execute calls inputs(), which materializes it, first
+            raise RuntimeError(f"search {self.ref.name}: work before inputs()")
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         texts = load_all("python-docs", None, "calibration", "text")
         win = windows(tokenizer, texts, CONTEXT, self.tokens)

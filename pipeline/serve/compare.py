@@ -95,11 +95,10 @@ def compare(original: Measurement, quantized: Measurement, is_paired: bool) -> C
         lo = by_level.get(lq.concurrency)
         if lo is None:
             continue
-        row = {"concurrency": lq.concurrency, "output_tok_s": ratio(lo, lq, "output_tok_s")}
+        tok_s = ratio(lo, lq, "output_tok_s")
+        row: dict[str, int | Pair] = {"concurrency": lq.concurrency, "output_tok_s": tok_s}
         if original.gpus and quantized.gpus:
-            row["output_tok_s_per_gpu"] = per_gpu(
-                row["output_tok_s"], original.gpus, quantized.gpus
-            )
+            row["output_tok_s_per_gpu"] = per_gpu(tok_s, original.gpus, quantized.gpus)
         row |= {key: ratio(lo, lq, key, LATENCY_FLOOR_MS) for key in LATENCIES}
         levels.append(row)
     repeats = max((len(lv.runs) for lv in quantized.levels), default=0)

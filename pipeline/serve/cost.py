@@ -137,7 +137,7 @@ def record_overheads(results, seconds: float, original_cached: bool) -> None:
         return
     sides = [results.quantized] if original_cached else [results.quantized, results.original]
     benchmarks = sum(run.duration_s for side in sides for lv in side.levels for run in lv.runs)
-    steps = {}
+    steps: dict[str, list[float]] = {}
     for side in ("original", "quantized"):
         for lv in getattr(results.bound, side):
             if lv.tpot_median_ms is not None:

@@ -164,7 +164,7 @@ def median(runs: list[dict]) -> dict:
         if name in COUNTS:
             out[name] = sum(v or 0 for v in values)
         elif values and None not in values:
-            out[name] = statistics.median(values)
+            out[name] = statistics.median([v for v in values if v is not None])
         else:
             out[name] = None
     return out
@@ -219,8 +219,10 @@ class BenchWorker:
         """Starts a run; returns the file that holds its exit code once it is over."""
         done = log.with_name(log.name + ".exit")
         done.unlink(missing_ok=True)
-        self.proc.stdin.write((json.dumps({"argv": argv, "log": str(log)}) + "\n").encode())
-        self.proc.stdin.flush()
+        stdin = self.proc.stdin
+        assert stdin is not None  # the worker is started with stdin=PIPE
+        stdin.write((json.dumps({"argv": argv, "log": str(log)}) + "\n").encode())
+        stdin.flush()
         return done
 
     def check_alive(self) -> None:
@@ -292,7 +294,7 @@ def bench(
             f"{concurrency}; server log:\n{server.log_tail()}"
         )
     after = server.metrics()
-    preempt = [engine_facts.metric(m, "vllm:num_preemptions_total") for m in (before, after)]
+    first, last = (engine_facts.metric(m, "vllm:num_preemptions_total") for m in (before, after))
     return {
         "completed": data["completed"],
         "failed": data.get("failed", 0),
@@ -307,7 +309,7 @@ def bench(
             for p in PERCENTILES
         },
         "kv_cache_usage_peak_pct": round(100 * kv_peak, 2),
-        "preemptions": (preempt[1] - preempt[0]) if None not in preempt else None,
+        "preemptions": last - first if first is not None and last is not None else None,
     }
 
 

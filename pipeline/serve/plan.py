@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.config.recipe import RecipeFile, ServeSettings
 from pipeline.config.strict import validated
-from pipeline.core import devices
+from pipeline.core import devices, serving_env
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.stage_plan import Options, StagePlan, Upstream
 from pipeline.models.tiny import build as tiny_build
@@ -65,6 +65,12 @@ def plan(a: "Artifact", options: Options, up: Upstream) -> ServePlan:
         found.refusals.append(str(e))
         found.placement = {"refused": str(e)}
         return found
+    try:  # what this host's serving env refuses of them: the stage refuses the same
+        if not serving_env.available():
+            raise NotOnThisHost(f"serve needs the serving env ({serving_env.SERVE_PYTHON})")
+        refuse_unservable(a, settings)
+    except NotOnThisHost as e:
+        found.refusals.append(str(e))
     if placed.mode != "cpu":
         _engines_as_placed(found, placed, sides)
     found.launches = {
@@ -154,6 +160,19 @@ def planned(q: "Artifact", overrides: dict | None = None) -> tuple[ServeSettings
         settings = _expert_parallel(q, settings, overrides or {})
         check_fit(settings, q.geometry, q.recipe)  # blocks or groups straddling a shard: refused
     return settings, placement
+
+
+def refuse_unservable(q: "Artifact", settings: ServeSettings) -> None:
+    """What this host's serving env refuses of the planned serve (NotOnThisHost): each scheme
+    of the recipe, its experts' kernels, its KV-cache dtype. ServeStage.prepare and its dry run
+    both ask here."""
+    serving_env.require_online(q.recipe, "serve")
+    for scheme, _ in q.recipe.schemes():  # a mixed-precision recipe: each of its schemes
+        serving_env.require_scheme(scheme, "serve")
+        serving_env.require_moe(scheme, q.geometry, "serve")
+    serving_env.require_kv_cache(
+        settings.kv_cache_dtype, "serve", "; --kv-cache-dtype auto measures the weights alone"
+    )
 
 
 def _expert_parallel(q: "Artifact", settings: ServeSettings, overrides: dict):

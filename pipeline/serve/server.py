@@ -12,9 +12,11 @@ import os
 import re
 import shlex
 import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,7 +99,7 @@ def launch(
     s: ServeSettings,
     port: int | str,
     max_len: int,
-    extra: list[str] = (),
+    extra: Sequence[str] = (),
     gpus: tuple[Gpu, ...] = (),
 ) -> Launch:
     """The server's argv and environment: a pure function of the side and its GPUs."""
@@ -147,7 +149,7 @@ class Server:
         log_path: Path,
         max_model_len: int,
         port: int | None = None,
-        extra_args: list[str] = (),
+        extra_args: Sequence[str] = (),
         gpus: tuple[Gpu, ...] = (),
     ):
         if port is not None and port_in_use(port):
@@ -160,7 +162,7 @@ class Server:
         self.cmd, self.env = started.argv, {**os.environ, **started.env}
         self.base_timeout = settings.startup_timeout_s
         self.reading(artifact.tensor_bytes(model_dir))
-        self.proc = None
+        self.proc: subprocess.Popen | None = None  # from start() to stop()
         self.ready_seconds: float | None = None
 
     def reading(self, read_bytes: int) -> None:
@@ -195,7 +197,9 @@ class Server:
 
     def memory_bytes(self) -> int | None:
         """The server's and its engine processes' PSS (see engine_memory)."""
-        return engine_memory.tree_pss_bytes(self.proc.pid) if self.alive() else None
+        if self.proc is None or not self.alive():
+            return None
+        return engine_memory.tree_pss_bytes(self.proc.pid)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -203,6 +207,8 @@ class Server:
     def wait_healthy(self) -> None:
         if self.ready_seconds is not None:
             return
+        if self.proc is None:
+            raise RuntimeError(f"{self.name}: wait_healthy() before start()")
         start = self._started
         phases = StartupPhases(self.log_path, self.name, start)
         while time.monotonic() - start < self.timeout:

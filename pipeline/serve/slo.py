@@ -12,7 +12,8 @@ from pipeline.serve.results import Level, SloSide
 
 def attainment(level: Level) -> float | None:
     shares = [run.slo_attainment for run in level.runs] or [level.slo_attainment]
-    return None if None in shares else statistics.median(shares)
+    known = [share for share in shares if share is not None]
+    return None if len(known) < len(shares) else statistics.median(known)
 
 
 def side(levels: list[Level], s: ServeSettings, memory_bound: int | None) -> SloSide:

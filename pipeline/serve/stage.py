@@ -63,7 +63,7 @@ class ServeStage(AfterQuantize):
     port: int | None = None
     name: ClassVar[str] = "serve"
     folder: ClassVar[str] = "serve"
-    starts_vllm: ClassVar[bool] = True  # every serve starts its engines
+    starts_vllm = True  # every serve starts its engines (unannotated: no dataclass field)
 
     @property
     def original_root(self) -> Path:
@@ -75,13 +75,7 @@ class ServeStage(AfterQuantize):
     ) -> "ServeStage":
         serving_env.require("serve")
         settings, placement = serve_plan.planned(q, overrides)
-        serving_env.require_online(q.recipe, "serve")
-        for scheme, _ in q.recipe.schemes():  # a mixed-precision recipe: each of its schemes
-            serving_env.require_scheme(scheme, "serve")
-            serving_env.require_moe(scheme, q.geometry, "serve")
-        serving_env.require_kv_cache(
-            settings.kv_cache_dtype, "serve", "; --kv-cache-dtype auto measures the weights alone"
-        )
+        serve_plan.refuse_unservable(q, settings)
         if port is not None and server.port_in_use(port):
             raise UserError(
                 f"port {port} on {server.HOST} is already in use; pick another (--port)"
@@ -134,7 +128,10 @@ class ServeStage(AfterQuantize):
     def original_side(self, out: Path, port: int | None = None) -> Side:
         name = f"{self.quantize.ref.name}-original"
         placed = self.placement.side("original")
-        return Side("original", self.quantize.model_path, name, self.original_settings(), out,
+        model = self.quantize.model_path
+        if model is None:  # set when the quantize stage's inputs were read (load_inputs)
+            raise RuntimeError(f"{name}: the original's files were not materialized")
+        return Side("original", model, name, self.original_settings(), out,
                     port, gpus=placed.gpus, placement=_record(placed))  # fmt: skip
 
     def original(self) -> tuple[Measurement, bool]:

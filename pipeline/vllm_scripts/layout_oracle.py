@@ -108,9 +108,10 @@ def _stub_kernel_choosers() -> None:
             if KERNEL_CHOOSER.match(name):
                 chooses_class = name.startswith("choose_")
                 setattr(module, name, _returns(_StubKernel if chooses_class else _StubKernel()))
-        if hasattr(module, "get_current_vllm_config"):
+        getter = "get_current_vllm_config"  # setattr: a type checker knows no module's attributes
+        if hasattr(module, getter):
             model = types.SimpleNamespace(dtype=torch.bfloat16)
-            module.get_current_vllm_config = _returns(types.SimpleNamespace(model_config=model))
+            setattr(module, getter, _returns(types.SimpleNamespace(model_config=model)))
 
 
 def _returns(value):
@@ -223,6 +224,8 @@ def _build(layer: dict, config):
 
 def _fp4_group(built) -> int | None:
     scheme = getattr(built, "scheme", None)
+    if scheme is None:  # built without a quantization scheme
+        return None
     fp4 = type(scheme).__name__ in ("CompressedTensorsW4A4Fp4", "CompressedTensorsW4A4Mxfp4")
     return scheme.group_size if fp4 else None
 

@@ -74,14 +74,13 @@ def _positions(chunks: list) -> tuple[np.ndarray, np.ndarray]:
 def _write(arrays: list[tuple[np.ndarray, np.ndarray]], top: int, path: str) -> None:
     ids = np.stack([a[0] for a in arrays])
     logprobs = np.stack([a[1] for a in arrays]).astype(np.float32)
+    tmp = path + ".partial.npz"
     if top == -1:  # every token is there: place them by id
         dense = np.empty((*ids.shape[:2], ids.shape[2] - 1), dtype=np.float32)
         np.put_along_axis(dense, ids[..., 1:], logprobs[..., 1:], axis=-1)
-        columns = {"dense": dense}
+        np.savez(tmp, dense=dense)
     else:
-        columns = {"ids": ids.astype(np.int32), "logprobs": logprobs}
-    tmp = path + ".partial.npz"
-    np.savez(tmp, **columns)
+        np.savez(tmp, ids=ids.astype(np.int32), logprobs=logprobs)
     os.replace(tmp, path)
 
 

@@ -25,7 +25,7 @@ RANDOM_DRIFT = {"kl_mean": 0.41, "ppl_ratio": 1.9, "same_top_pct": 61.0}
 def main() -> int:
     module, args = sys.argv[1], sys.argv[2:]
     fail = os.environ.get("SIMULATE_FAIL")
-    if module == "pipeline.core.fork_guard_check":  # the guard caught the poisoned parent
+    if module == "pipeline.gpu_host.fork_guard_check":  # the guard caught the poisoned parent
         print("  (CUDA was initialised in this process before the fork …)", file=sys.stderr)
         print("result 1024")
         return 0
@@ -35,7 +35,7 @@ def main() -> int:
             return 1
         print(tempfile.mkdtemp(prefix="realshape-"))
         return 0
-    if module == "pipeline.core.gpu_resume_check":  # killed after a layer, resumed, same bytes
+    if module == "pipeline.gpu_host.resume_check":  # killed after a layer, resumed, same bytes
         if fail == "resume":
             print('{"why": "resuming at layer 2 of 4 (1 done): 1 tensors differ: (simulated)", '
                   '"detail": ""}')  # fmt: skip

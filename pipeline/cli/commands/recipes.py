@@ -21,7 +21,7 @@ HEADERS = ("recipe", "scheme", "how", "serves on (vLLM)", "GPU capability", "des
 
 def rows() -> list[tuple[str, ...]]:
     """One row per shipped recipe, HEADERS' cells (docs/reference/recipes.md shows the same)."""
-    found = []
+    found: list[tuple[str, ...]] = []
     for name in recipe.shipped():
         rf = recipe.load(name)
         scheme = rf.scheme()

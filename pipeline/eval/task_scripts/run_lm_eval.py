@@ -14,6 +14,7 @@ The main env also calls `evaluate` in its own process (pipeline/eval/tasks.py, h
 import functools
 import json
 import sys
+from typing import Any
 
 
 def _lm_eval_vllm_on_cpu_wheel() -> None:
@@ -27,8 +28,8 @@ def _lm_eval_vllm_on_cpu_wheel() -> None:
     assert current_platform.device_type  # resolves the platform before anything is patched
     real = md.version
 
-    def version(name: str) -> str:
-        return vllm.__version__ if name == "vllm" else real(name)
+    def version(distribution_name: str) -> str:  # md.version's parameter name
+        return vllm.__version__ if distribution_name == "vllm" else real(distribution_name)
 
     md.version = version
     try:
@@ -78,7 +79,7 @@ def evaluate(spec: dict) -> dict:
     model = get_model(spec["model"]).create_from_arg_obj(
         spec["model_args"], {"batch_size": batch_size}
     )
-    out = {"results": {}, "n-samples": {}, "versions": {}, "items": {}}
+    out: dict[str, Any] = {"results": {}, "n-samples": {}, "versions": {}, "items": {}}  # JSON
     out["lm_eval"] = lm_eval.__version__
     for task in spec["tasks"]:
         result = lm_eval.simple_evaluate(

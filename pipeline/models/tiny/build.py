@@ -154,7 +154,9 @@ def _build(out: Path, training: dict, key: str, measure: bool) -> None:
             bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
 
         ppl = heldout_perplexity(model, tokenizer) if measure else None
-        model = model.to(torch.bfloat16)
+        # transformers' `to` is wrapped in functools.wraps(nn.Module.to), which loses the method's
+        # binding for a type checker: it reads the dtype as `self`
+        model = model.to(torch.bfloat16)  # type: ignore[arg-type]
         ppl_bf16 = heldout_perplexity(model, tokenizer) if measure else None
         model.config.torch_dtype = torch.bfloat16
         model.save_pretrained(out)

@@ -5,7 +5,9 @@ input sizes divisible by 128; vLLM's CPU W4A16 kernel needs multiples of 32) and
 one that vLLM's CPU attention backend accepts. 5.2M parameters; 3.1M of them in decoder Linears.
 """
 
-CONFIG = {
+from typing import Any
+
+CONFIG: dict[str, Any] = {  # its config.json: values of every JSON type
     "architectures": ["LlamaForCausalLM"],
     "model_type": "llama",
     "vocab_size": 4096,

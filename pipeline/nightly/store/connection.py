@@ -95,7 +95,7 @@ class Database:
         if url.get_backend_name() != "postgresql":
             return {}
         given = dict(url.query)
-        args = {
+        args: dict[str, int | str] = {
             "connect_timeout": lim.connect_s,
             "keepalives": 1,
             "keepalives_idle": lim.keepalive_idle_s,

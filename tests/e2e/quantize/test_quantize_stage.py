@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import recipe
-from pipeline.core import gpu_resume_check, serving_env
+from pipeline.core import serving_env
 from pipeline.core.errors import INTERRUPTED
 from pipeline.core.same_tensors import differences
+from pipeline.gpu_host import resume_check as gpu_resume_check
 from pipeline.quantize.artifact import tensors
 from tests.conftest import REPO, SERVE_PYTHON, cli
 

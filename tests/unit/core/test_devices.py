@@ -100,7 +100,7 @@ def test_the_standin_answers_as_nvidia_smi_does(monkeypatch):
 
 def test_gpu_checks_memory_watch_counts_only_the_visible_gpus(monkeypatch):
     """nvidia-smi reports every GPU of the host: another job's use of GPU 5 is no step's."""
-    from pipeline.core import gpu_memory_watch
+    from pipeline.gpu_host import memory_watch as gpu_memory_watch
 
     standin(monkeypatch, "h100x8", "2,3")
     visible = {g.index for g in devices.seen()}

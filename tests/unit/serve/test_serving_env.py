@@ -153,7 +153,7 @@ def test_a_broken_serving_env_is_one_line_and_not_asked_where_nothing_serves(tmp
     """A serving env whose vLLM does not import: its probe says so in one line with the fix;
     an eval on a CPU host (hf scores it) never asks it."""
     from pipeline.core.errors import UserError
-    from pipeline.eval.stage import _auto_backend
+    from pipeline.eval.backend_choice import _auto
     from pipeline.quantize.request import QuantizeRequest
     from pipeline.quantize.stage import QuantizeStage
     from tests.conftest import as_cpu_host
@@ -174,4 +174,4 @@ def test_a_broken_serving_env_is_one_line_and_not_asked_where_nothing_serves(tmp
     q = QuantizeStage.prepare(
         QuantizeRequest.named("tiny-llama", "w4a16-rtn"), Runs(tmp_path / "runs")
     )
-    assert _auto_backend(q, "auto")[0] == "hf"  # the probe was not run: it would have raised
+    assert _auto(q, "auto").backend == "hf"  # the probe was not run: it would have raised

@@ -1,6 +1,6 @@
 """`make gpu-bundle`: one folder that checks the pipeline on an offline GPU host in minutes.
 
-    python -m pipeline.core.gpu_bundle OUT [--target-packages FILE] [--python 3.12]
+    python -m pipeline.gpu_host.bundle OUT [--target-packages FILE] [--python 3.12]
 
 Made on a machine with the package registry, carried to a GPU host that reaches none and brings
 its own python3 and CUDA torch (an air-gapped cluster's image). OUT holds:
@@ -37,7 +37,7 @@ ROOTS = ("llmcompressor", "compressed-tensors", "lm_eval", "auto-round", "pydant
 HOST_OWNED = re.compile(r"^(torch|torchvision|torchaudio|triton|nvidia-.*|cuda-.*)$")
 LIMIT_BYTES = 64 * 2**20
 DEFAULT_TARGET = REPO / "requirements" / "gpu-targets" / "h200-image.txt"
-CHECK = REPO / "pipeline" / "core" / "gpu_bundle_check.sh"
+CHECK = REPO / "pipeline" / "gpu_host" / "bundle_check.sh"
 PLATFORMS = ("manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_28_x86_64")
 
 

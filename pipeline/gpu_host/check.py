@@ -1,6 +1,6 @@
 """`make gpu-check`: the GPU paths in a few minutes on a GPU host — one table, and JSON.
 
-    python -m pipeline.core.gpu_check [--runs DIR] [--json OUT.json] [--only KEY,…] [--cpu]
+    python -m pipeline.gpu_host.check [--runs DIR] [--json OUT.json] [--only KEY,…] [--cpu]
 
 Each step is the pipeline's own command (`python -m pipeline … --json`, a process each,
 RUNS_DIR in a fresh folder), and each row of the table says what it proves: on tiny-llama,
@@ -9,7 +9,7 @@ the GPU; a one-layer model of Llama-3-8B's shapes (pipeline/models/realshape.py)
 quantized and loaded by the hf eval — its weights are random, so its gate verdict is expected to
 fail and is not a failure; its drift must be finite; where the serving env exists, the vLLM eval
 and a short paired serve on tiny-llama; last, a GPTQ run killed after a layer and resumed into
-the uninterrupted run's bytes (pipeline/core/gpu_resume_check.py). A step that fails is a row
+the uninterrupted run's bytes (pipeline/gpu_host/resume_check.py). A step that fails is a row
 (the command's exit and its last line), never a lost table; exit 0 only when every row holds. A
 step that cannot run here says why (no serving env, or a torch vLLM cannot run on: an offline
 GPU host, see docs/environments.md). Each step runs in a process group of its own, its stages
@@ -39,9 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core import devices, gpu_host_rows
+from pipeline.core import devices
 from pipeline.core.errors import NotOnThisHost
-from pipeline.core.gpu_memory_watch import Watch
+from pipeline.gpu_host import host_rows
+from pipeline.gpu_host.memory_watch import Watch
 
 SMALL_SERVE = ["--concurrency", "1,4", "--num-prompts", "8", "--repeats", "1"]
 REAL = "{real}"  # the real-shape model's folder, built by its own row
@@ -113,7 +114,7 @@ RESUME = Step(
     "quantize gptq killed, resumed",
     (),
     "a GPTQ run killed after its first layer resumes there on the GPU and writes an "
-    "uninterrupted run's bytes (pipeline/core/gpu_resume_check.py)",
+    "uninterrupted run's bytes (pipeline/gpu_host/resume_check.py)",
 )
 CPU_NOTE = "simulated on the CPU (--cpu): nothing about a GPU"
 
@@ -183,7 +184,7 @@ def run_all(runs: Path, only: Only | None = None) -> list[dict]:
     """Every row, printed as it ends (a step is minutes: the table grows as they finish)."""
     only = only or Only(KEYS, None, False)
     rows, real = _host_rows(only), None
-    vllm_blocker = gpu_host_rows.vllm_blocker() if "vllm" in only.keys else None
+    vllm_blocker = host_rows.vllm_blocker() if "vllm" in only.keys else None
     for step in STEPS:
         if step.key not in only.keys:
             continue
@@ -206,15 +207,15 @@ def _host_rows(only: Only) -> list[dict]:
     rows = []
     if "wheels" in only.keys and only.site:
         started = time.monotonic()
-        holds, detail = gpu_host_rows.carried_wheels(only.site)
+        holds, detail = host_rows.carried_wheels(only.site)
         rows.append(_show(_row(WHEELS, holds, time.monotonic() - started, detail, "checked")))
     if "fork" in only.keys:
         if only.cpu:
             rows.append(_show(_row(FORK, None, 0.0, f"{CPU_NOTE}: no CUDA to poison")))
         else:
             started = time.monotonic()
-            done = _run("pipeline.core.fork_guard_check", [], {})
-            holds, detail = gpu_host_rows.fork_guard(done)
+            done = _run("pipeline.gpu_host.fork_guard_check", [], {})
+            holds, detail = host_rows.fork_guard(done)
             rows.append(_show(_row(FORK, holds, time.monotonic() - started, detail, "checked")))
     return rows
 
@@ -234,7 +235,11 @@ def _row(step: Step, holds: bool | None, seconds: float, detail: str, status: st
 
 
 def _step(step: Step, runs: Path, real: str | None, cpu: bool = False) -> dict:
-    argv = [real if a == REAL else a for a in step.argv]
+    argv = list(step.argv)
+    if REAL in argv:
+        if not real:  # run_all skips such a step when the build failed
+            raise ValueError(f"{step.label}: needs the 8B-shape model's folder")
+        argv = [real if a == REAL else a for a in argv]
     started = time.monotonic()
     with Watch() as watch:
         done = _run("pipeline", [*argv, "--json"],
@@ -259,7 +264,7 @@ def _resume(runs: Path, cpu: bool) -> dict:
     """The resume row: its own module kills and re-runs a quantize, and says what it found."""
     started = time.monotonic()
     with Watch() as watch:
-        done = _run("pipeline.core.gpu_resume_check", [str(runs)],
+        done = _run("pipeline.gpu_host.resume_check", [str(runs)],
                     {"PIPELINE_STAGE_PROCESS": "own"})  # fmt: skip
     seconds = time.monotonic() - started
     try:
@@ -272,14 +277,14 @@ def _resume(runs: Path, cpu: bool) -> dict:
     return _row(RESUME, why is None, seconds, detail[:200], "resumed" if why is None else "failed")
 
 
-def _gpu_use(watch: Watch, done: subprocess.CompletedProcess, cpu: bool) -> tuple[str, str | None]:
+def _gpu_use(watch: Watch, done: "Done", cpu: bool) -> tuple[str, str | None]:
     """(what the step held on the GPUs, why that fails its row or None)."""
     if cpu:
         return CPU_NOTE, None
     if watch.peak_mib is None:
         return "GPU memory not read (no nvidia-smi answer)", None
     said = f"GPU +{watch.peak_mib} MiB at peak, {watch.left_mib} MiB left after"
-    if getattr(done, "left_behind", 0):
+    if done.left_behind:
         return said, f"{said}; {done.left_behind} process(es) of the step left running (killed)"
     if not watch.freed:
         return said, f"{said}: memory of ours left on the GPU"
@@ -301,7 +306,13 @@ def _build_real() -> tuple[str, dict]:
     return lines[-1], _row(step, True, seconds, "", "done")
 
 
-def _run(module: str, args: list[str], env: dict) -> subprocess.CompletedProcess:
+class Done(subprocess.CompletedProcess[str]):
+    """A step's process, and how many of its group it left running (then killed)."""
+
+    left_behind: int = 0
+
+
+def _run(module: str, args: list[str], env: dict) -> Done:
     """The step in a process group of its own; what it leaves running is counted and killed."""
     wrapper = os.environ.get("GPU_CHECK_COMMAND")
     head = shlex.split(wrapper) if wrapper else [sys.executable, "-m"]
@@ -309,7 +320,7 @@ def _run(module: str, args: list[str], env: dict) -> subprocess.CompletedProcess
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)  # fmt: skip
     out, err = proc.communicate()
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    done = Done(proc.args, proc.returncode, out, err)
     done.left_behind = _end_group(proc.pid)
     return done
 

@@ -6,7 +6,7 @@ in the same run root; made here first when that row did not run). On a CPU they 
 runs the same kernels on the same inputs, and where that does not give the same bytes, the row
 names the tensors.
 
-    python -m pipeline.core.gpu_resume_check RUNS     # one JSON line; exit 0 when it holds
+    python -m pipeline.gpu_host.resume_check RUNS     # one JSON line; exit 0 when it holds
 """
 
 import json

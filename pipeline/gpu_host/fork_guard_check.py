@@ -4,7 +4,7 @@ then hands GPU work to `own_process.call`. The guard must catch it and run the w
 stderr); without the guard the forked child dies with "Cannot re-initialize CUDA in forked
 subprocess". Prints `result 1024` when the work was done.
 
-    python -m pipeline.core.fork_guard_check      (on a GPU host)
+    python -m pipeline.gpu_host.fork_guard_check      (on a GPU host)
 """
 
 import os

@@ -48,7 +48,7 @@ def unmet_requirements(site: Path) -> list[str]:
 
 
 def fork_guard(done: subprocess.CompletedProcess) -> tuple[bool, str]:
-    """(holds, detail) of `python -m pipeline.core.fork_guard_check`'s run: CUDA poisoned in the
+    """(holds, detail) of `python -m pipeline.gpu_host.fork_guard_check`'s run: CUDA poisoned in the
     parent, the stage's work still done, and the guard said so."""
     said = "CUDA was initialised in this process before the fork" in done.stderr
     if done.returncode == 0 and "result 1024" in done.stdout and said:

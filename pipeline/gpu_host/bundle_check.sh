@@ -31,4 +31,4 @@ if [ ! -f "$PIPELINE_CACHE/tiny-llama-$key/build.json" ]; then
     mkdir -p "$PIPELINE_CACHE" && cp -r "$BUNDLE/tiny-llama" "$PIPELINE_CACHE/tiny-llama-$key"
 fi
 cd "$BUNDLE/project" || exit 2
-exec "$PY" -m pipeline.core.gpu_check --json "${OUT:-$BUNDLE}/gpu-check.json" "$@"
+exec "$PY" -m pipeline.gpu_host.check --json "${OUT:-$BUNDLE}/gpu-check.json" "$@"

@@ -11,15 +11,17 @@ import sys
 
 import pytest
 
-from pipeline.core import gpu_bundle, gpu_host_rows, serving_env
+from pipeline.core import serving_env
 from pipeline.core.errors import UserError
+from pipeline.gpu_host import bundle as gpu_bundle
+from pipeline.gpu_host import host_rows
 from tests.conftest import REPO
 
 
 def _gpu_check(env: dict) -> subprocess.CompletedProcess:
     """gpu-check in a process group of its own: should it start its steps after all, the whole
     group (its `python -m pipeline` children included) is killed when the wait ends."""
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.core.gpu_check"], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.gpu_host.check"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip
     try:
@@ -78,13 +80,13 @@ def test_vllms_torch_is_read_from_its_own_wheel_and_another_torch_is_a_reason_no
     assert f"vllm=={serving_env.VLLM_VERSION}" in (REPO / "requirements/serve-cuda.txt").read_text()
     assert f"torch=={serving_env.VLLM_TORCH}" in (REPO / "Makefile").read_text()
     monkeypatch.setattr(serving_env, "available", lambda: False)
-    monkeypatch.setattr(gpu_host_rows.metadata, "version", lambda name: "2.11.0+cu130")
-    assert gpu_host_rows.vllm_blocker() == (
+    monkeypatch.setattr(host_rows.metadata, "version", lambda name: "2.11.0+cu130")
+    assert host_rows.vllm_blocker() == (
         "vLLM 0.32.0 needs torch 2.13.0; this host has 2.11.0+cu130: its image cannot take vLLM "
         "without another torch (or SERVE_PYTHON=<a python with vLLM 0.32.0>)"
     )
-    monkeypatch.setattr(gpu_host_rows.metadata, "version", lambda name: "2.13.0+cu130")
-    assert "no serving env (vLLM) here" in gpu_host_rows.vllm_blocker()
+    monkeypatch.setattr(host_rows.metadata, "version", lambda name: "2.13.0+cu130")
+    assert "no serving env (vLLM) here" in host_rows.vllm_blocker()
 
 
 def _simulated(tmp_path, **env) -> subprocess.CompletedProcess:
@@ -96,7 +98,7 @@ def _simulated(tmp_path, **env) -> subprocess.CompletedProcess:
     full.pop("CUDA_VISIBLE_DEVICES", None)
     out = tmp_path / "table.json"
     # the module, not make: `make gpu-check` builds both envs first, the CUDA build on a GPU host
-    cmd = [sys.executable, "-m", "pipeline.core.gpu_check", "--json", str(out), "--runs",
+    cmd = [sys.executable, "-m", "pipeline.gpu_host.check", "--json", str(out), "--runs",
            str(tmp_path / "runs")]  # fmt: skip
     done = subprocess.run(cmd, cwd=REPO, env=full, capture_output=True, text=True, timeout=300)
     done.table = json.loads(out.read_text()) if out.is_file() else None
