@@ -233,9 +233,10 @@ docs-pages: $(VENV)/.installed
 	$(VENV)/bin/python -m pipeline.cli.docs_pages
 
 # The README's and jobs.md's marked output blocks, printed again by their commands on this host
-# (pipeline/cli/doc_samples.py; tests/e2e/test_doc_samples.py checks them)
+# (pipeline/cli/doc_samples.py; tests/e2e/test_doc_samples.py checks them); ARGS="--only compare":
+# those blocks alone
 docs-samples: $(VENV)/.installed
-	$(VENV)/bin/python -m pipeline.cli.doc_samples
+	$(VENV)/bin/python -m pipeline.cli.doc_samples $(ARGS)
 
 # older eval/serve results of every run dir (the latest is always kept):
 # make clean-cache [ARGS="--keep 3 --max-mib 500"]

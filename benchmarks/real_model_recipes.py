@@ -1,7 +1,7 @@
 """Every shipped recipe on a real pretrained model: a row each of what a reader judges it by.
 
     .venv/bin/python benchmarks/real_model_recipes.py [--model smollm2-135m] [--runs DIR]
-        [--recipes fp8,gptq] [--markdown out.md]
+        [--recipes fp8,gptq] [--markdown out.md] [--force-eval]
 
 Per recipe, in one run root: `pipeline quantize` (size against bf16, seconds, peak RSS against
 its plan) then `pipeline eval` (its exit code and gates line, the held-out drift with its
@@ -24,7 +24,7 @@ from pipeline.core.paths import REPO
 
 PIPELINE = REPO / ".venv" / "bin" / "pipeline"
 COLUMNS = ("recipe", "size ×bf16", "quantize s", "peak RSS / plan", "mean KL ± SE",
-           "ppl ratio ± SE", "same top %", "task recovery (Δ points, 95% CI)",
+           "ppl ratio ± SE", "same top %", "in top 5 %", "task recovery (Δ points, 95% CI)",
            "answers: length ×, EOS orig → quant", "verdict", "exit")  # fmt: skip
 
 
@@ -63,7 +63,7 @@ def quantize_row(manifest: Path) -> list[str]:
 
 def eval_row(results: Path | None) -> list[str]:
     if results is None or not results.is_file():
-        return ["-"] * 5
+        return ["-"] * 6
     r = json.loads(results.read_text())
     h = r["splits"]["heldout"]
     tasks = []
@@ -82,6 +82,7 @@ def eval_row(results: Path | None) -> list[str]:
         f"{h['kl_mean']:.2e} ± {h['kl_mean_se']:.1e}",
         f"{h['ppl_ratio']:.4f} ± {h['ppl_ratio_se']:.4f}",
         f"{h['same_top_pct']:.2f}",
+        "-" if h.get("top5_pct") is None else f"{h['top5_pct']:.2f}",  # evals since it was added
         "; ".join(tasks) or "-",
         answers,
     ]
@@ -93,6 +94,8 @@ def main() -> None:
     p.add_argument("--runs", help="a run root to reuse (default: a fresh one)")
     p.add_argument("--recipes", help="comma-separated (default: every shipped recipe)")
     p.add_argument("--markdown", type=Path, help="also write the table here")
+    p.add_argument("--force-eval", action="store_true",
+                   help="score again where a cached eval lacks a figure added since")  # fmt: skip
     args = p.parse_args()
     runs = Path(args.runs or tempfile.mkdtemp(prefix="real-model-"))
     env = {**os.environ, "RUNS_DIR": str(runs)}
@@ -108,7 +111,8 @@ def main() -> None:
         code, printed = quantized.returncode, quantized.stdout + quantized.stderr
         results = None
         if code == 0:
-            done = subprocess.run([base[0], "eval", *base[1:]], env=env, cwd=REPO,
+            again = ["--force"] if args.force_eval else []
+            done = subprocess.run([base[0], "eval", *base[1:], *again], env=env, cwd=REPO,
                                   capture_output=True, text=True)  # fmt: skip
             code, printed = done.returncode, done.stdout + done.stderr
             found = [x.split()[-1] for x in printed.splitlines() if x.strip().startswith("results")]

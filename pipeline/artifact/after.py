@@ -14,7 +14,7 @@ class AfterQuantize:
     staging = staticmethod(staging_dir)  # serve and publish bring their own
 
     @property
-    def starts_vllm(self) -> bool:  # serve's does; eval's on its vllm backend
+    def starts_engine(self) -> bool:  # serve's does; eval's on its vllm backend
         return False
 
     def verdict(self, entry: StageEntry) -> Verdict | None:

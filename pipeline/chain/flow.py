@@ -58,7 +58,7 @@ def run(flow: Flow, show: Mapping[str, Show], force: AbstractSet[str] = frozense
     done: list[StageOutcome] = []
     stages = [q, *flow.later]  # later stages need the artifact: quantize always (cached)
     for i, stage in enumerate(stages):
-        own = in_own_process(stage.starts_vllm, [s.starts_vllm for s in stages[i + 1 :]])
+        own = in_own_process(stage.starts_engine, [s.starts_engine for s in stages[i + 1 :]])
         outcome = _one(stage, show.get(stage.name), stage.name in force, own)
         done.append(outcome)
         if outcome.status == "failed":

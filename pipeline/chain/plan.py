@@ -69,7 +69,7 @@ def build(a: Artifact, stages: tuple[str, ...], options: Options = NO_OPTIONS) -
 def _processes(plans: dict[str, StagePlan]) -> None:
     """Which stages work in a process of their own (flow.in_own_process: where GPUs are seen
     and a later stage starts vLLM), so that they leave no GPU memory to the next."""
-    starts = [p.starts_vllm() for p in plans.values()]
+    starts = [p.starts_engine() for p in plans.values()]
     for i, stage in enumerate(plans.values()):
         if flow.in_own_process(starts[i], starts[i + 1 :]):
             stage.process = "its own: its GPU memory is freed before vLLM starts"

@@ -5,7 +5,7 @@ every command has. Each function adds its flags in the order `--help` shows them
 import argparse
 
 from pipeline.config import flags
-from pipeline.config.recipe import ServeSettings
+from pipeline.config.recipe import EVAL_BACKENDS, ServeSettings
 
 MODEL_HELP = "alias, hub id or local folder"
 OUTCOME_JSON = "print the outcome as JSON"
@@ -70,6 +70,11 @@ def serving(p: argparse.ArgumentParser) -> None:
     """The serving sweep's settings (from ServeSettings) and the server's port."""
     flags.add(p, ServeSettings)
     p.add_argument("--port", type=flags.port, help="server port (default: a free one)")
+
+
+def backend(p: argparse.ArgumentParser, help: str) -> None:
+    """--backend: the eval's, one of the recipe settings' own (config/recipe.py)."""
+    p.add_argument("--backend", choices=EVAL_BACKENDS, help=help)
 
 
 def dry_run(p: argparse.ArgumentParser, help: str = CHAIN_DRY_RUN) -> None:

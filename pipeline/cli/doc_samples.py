@@ -236,13 +236,17 @@ def note() -> str:
     )
 
 
-def regenerate(text: str, runs_root: Path) -> tuple[str, list[str]]:
+def regenerate(text: str, runs_root: Path, only: str | None = None) -> tuple[str, list[str]]:
     """The page with each sample printed again, every marked command run in page order (a later
     block sees what the earlier ones left, as a reader following the page would); and the
-    excerpts no longer shown by their command, which are edited by hand."""
+    excerpts no longer shown by their command, which are edited by hand. `only`: the blocks
+    whose command starts so, the others left as they are (a command that makes what it needs,
+    as compare does)."""
     stale = []
 
     def again(m: re.Match) -> str:
+        if only and not m["argv"].startswith(only):
+            return m[0]
         print(f"  pipeline {m['argv']}", flush=True)
         body = printed(m["argv"], runs_root)
         if m["kind"] == "excerpt":
@@ -254,13 +258,20 @@ def regenerate(text: str, runs_root: Path) -> tuple[str, list[str]]:
     return ANY_BLOCK.sub(again, text), stale
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """`make docs-samples [ARGS="--only compare"]`."""
+    only = None
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--only"] and len(args) == 2:
+        only = args[1]
+    elif args:
+        raise SystemExit('usage: python -m pipeline.cli.doc_samples [--only "COMMAND ARGS"]')
     runs_root = Runs.from_env().local
     stale = []
     for page in PAGES:
         path = REPO / page
         print(f"{page}:", flush=True)
-        text, stale_here = regenerate(path.read_text(), runs_root)
+        text, stale_here = regenerate(path.read_text(), runs_root, only)
         path.write_text(text)
         stale += [f"{page}: `{argv}`" for argv in stale_here]
     if stale:

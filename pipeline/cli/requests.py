@@ -11,6 +11,7 @@ alone has --num-samples, `run` and `quantize` --nproc, `eval` no --port."""
 import argparse
 from dataclasses import dataclass
 
+from pipeline.chain.request import ChainSpec
 from pipeline.config import flags, recipe
 from pipeline.config.recipe import ServeSettings
 from pipeline.core.errors import UserError
@@ -38,17 +39,24 @@ def artifact_request(args: argparse.Namespace) -> ArtifactRequest:
         "workers": getattr(args, "workers", 1),
         "max_memory": getattr(args, "max_memory", None),
     }
-    if args.artifact is None:
-        name = DEFAULT_RECIPE if args.recipe is None else args.recipe  # "": refused, not fp8
-        return QuantizeRequest.named(args.model, name, args.revision, **how)
+    return artifact_request_of(args.model, args.recipe, args.artifact, args.revision, how)
+
+
+def artifact_request_of(
+    model: str, recipe_name: str | None, artifact: str | None, revision: str | None, how: dict
+) -> ArtifactRequest:
+    """artifact_request's, from its fields (a ChainSpec's too)."""
+    if artifact is None:
+        name = DEFAULT_RECIPE if recipe_name is None else recipe_name  # "": refused, not fp8
+        return QuantizeRequest.named(model, name, revision, **how)
     given = {"--num-samples": how["num_samples"], "--nproc": how["nproc"] != 1}
     given |= {"--path": how["path"], "--workers": how["workers"] != 1}
     given |= {"--max-memory": how["max_memory"], "--max-seq-length": how["max_seq_length"]}
     for flag in (f for f, v in given.items() if v):
         raise UserError(f"{flag} applies to quantizing with a recipe, not an imported artifact")
-    ref = aliases.resolve(args.model, args.revision)
-    external = source.resolve(args.artifact)
-    settings = None if args.recipe is None else recipe.load(args.recipe)
+    ref = aliases.resolve(model, revision)
+    external = source.resolve(artifact)
+    settings = None if recipe_name is None else recipe.load(recipe_name)
     return ImportRequest(ref, external, settings)
 
 
@@ -78,6 +86,25 @@ class ChainRequest:
             dry_run=getattr(args, "dry_run", False),
             as_json=getattr(args, "json", False),
         )
+
+
+def from_spec(spec: ChainSpec, command: str = "run", as_json: bool = False) -> ChainRequest:
+    """A program's request (chain/request.py) as the command line's would be: `run` of its
+    stages, nothing forced."""
+    defaults = {"num_samples": None, "max_seq_length": None, "nproc": 1, "path": None,
+                "workers": 1, "max_memory": None}  # fmt: skip
+    overrides = dict(spec.serve) if "serve" in spec.stages else {}  # checked as serve plans
+    return ChainRequest(
+        command=command,
+        artifact=artifact_request_of(spec.model, spec.recipe, spec.artifact, None, defaults),
+        stages=spec.stages,
+        options=Options(
+            backend=spec.backend,
+            serve_overrides=overrides or None,
+            skip_unsupported=spec.skip_unsupported,
+        ),  # fmt: skip
+        as_json=as_json,
+    )
 
 
 def options(args: argparse.Namespace, stages: tuple[str, ...]) -> Options:

@@ -9,7 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -21,6 +21,10 @@ from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError, clip
 from pipeline.core.files import is_file
 from pipeline.core.paths import RECIPES_DIR
+
+# the eval's backends: transformers in this env, or the serving engine in its own
+EvalBackend = Literal["hf", "vllm"]
+EVAL_BACKENDS: tuple[str, ...] = get_args(EvalBackend)
 
 
 class Calibration(Strict):
@@ -110,7 +114,7 @@ class EvalSettings(Strict):
         0.99, gt=0, le=1, description="probability mass of the original kept per token"
     )
     reference_max_k: int = Field(4096, gt=0, description="at most this many tokens per position")
-    backend: Literal["auto", "hf", "vllm"] = "auto"
+    backend: Literal["auto"] | EvalBackend = "auto"
     kv_cache_dtype: str = Field(
         "auto", description="the quantized model's KV cache in the vllm backend: auto | fp8"
     )
@@ -227,7 +231,7 @@ class RecipeFile:
         """Hash of some sections only: editing eval gates must not invalidate a quantization."""
         data = self.spec.model_dump(include=set(sections))
         if (data.get("calibration") or {}).get("pack") is None:
-            # added 2026-12-01: unset, it leaves the hashes (and cached artifacts) as they were
+            # added after artifacts were cached: unset, it leaves their hashes as they were
             data.get("calibration", {}).pop("pack", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 

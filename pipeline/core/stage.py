@@ -52,7 +52,7 @@ class Stage(Protocol):
     def header(self) -> dict: ...  # model and recipe, recorded in the manifest
 
     @property
-    def starts_vllm(self) -> bool: ...  # it starts a vLLM engine: the GPUs are freed before
+    def starts_engine(self) -> bool: ...  # it starts a serving engine: the GPUs are freed first
 
     def verdict(self, entry: StageEntry) -> Verdict | None: ...  # its gates' word; None: passed
 

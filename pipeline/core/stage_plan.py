@@ -20,7 +20,7 @@ class StagePlan:
     process: str | None = None  # the chain's: whether the stage works in a process of its own
     leaves_on_gpus_bytes: int | None = None
 
-    def starts_vllm(self) -> bool:
+    def starts_engine(self) -> bool:
         """Whether the stage starts a vLLM engine (the chain gives the stages before it a
         process of their own on GPU hosts)."""
         return False

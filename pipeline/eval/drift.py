@@ -62,8 +62,9 @@ def _offsets(counts: torch.Tensor) -> torch.Tensor:
 
 
 def per_token(ref: dict[str, torch.Tensor], logq: torch.Tensor, targets: torch.Tensor) -> dict:
-    """Per-token KL, same-top flag, and target log-probs of both models. Only the entries read
-    are widened to float64: a whole window of them would be 0.5 GB at a 128k vocabulary."""
+    """Per-token KL, same-top and top-5 flags, and target log-probs of both models. Only the
+    entries read are widened to float64: a whole window of them would be 0.5 GB at a 128k
+    vocabulary."""
     n = logq.shape[0]
     counts = ref["counts"].long()
     row = torch.repeat_interleave(torch.arange(n), counts)
@@ -80,6 +81,7 @@ def per_token(ref: dict[str, torch.Tensor], logq: torch.Tensor, targets: torch.T
     return {
         "kl": kl.clamp(min=0.0),
         "same_top": logq.argmax(-1) == top1,
+        "top5": (logq.topk(5, dim=-1).indices == top1[:, None]).any(-1),
         "logp_target": ref["target_logp"].double(),
         "logq_target": logq.gather(-1, targets[:, None]).squeeze(-1).double(),
     }
@@ -106,6 +108,7 @@ def summarize(tokens: dict[str, torch.Tensor]) -> dict:
     ppl_p, ppl_q = math.exp(nll_p.mean()), math.exp(nll_q.mean())
     dp = nll_q.neg().exp() - nll_p.neg().exp()
     same_pct = 100 * same.mean().item()
+    top5_pct = 100 * tokens["top5"].double().mean().item()
     quantiles = torch.quantile(kl.float(), torch.tensor([p / 100 for p in PERCENTILES])).tolist()
     return {
         "tokens": n,
@@ -124,9 +127,15 @@ def summarize(tokens: dict[str, torch.Tensor]) -> dict:
         ),
         "kl_max": kl.max().item(),
         "same_top_pct": same_pct,
-        "same_top_pct_se": 100 * math.sqrt(max(same_pct / 100 * (1 - same_pct / 100), 0) / n),
+        "same_top_pct_se": _binomial_se(same_pct, n),
+        "top5_pct": top5_pct,  # the original's top-1 among the quantized model's 5 likeliest
+        "top5_pct_se": _binomial_se(top5_pct, n),
         "rms_dp_pct": 100 * dp.pow(2).mean().sqrt().item(),
     }
+
+
+def _binomial_se(pct: float, n: int) -> float:
+    return 100 * math.sqrt(max(pct / 100 * (1 - pct / 100), 0) / n)
 
 
 def _se(x: torch.Tensor) -> float:

@@ -33,7 +33,7 @@ GIB = 2**30
 BATCH_WINDOWS = 4  # windows per forward: bounds memory (a batch's logits, log-probs and ranks)
 # The hf backend's float32 forward on a CPU reaches about half the rate the host probe times on
 # one square matmul (its activations and 1 GB of logits a batch are fresh memory each time):
-# 187 of 362 GFLOPS at Llama-3-8B's shapes, cProfile of the eval, 2-core Xeon, 2026-12-03.
+# the real-shape eval's time against its plan checks it (docs/figures.md)
 HF_CPU_FORWARD_SHARE = 0.5
 CHARS_PER_TOKEN = 4  # a prompt's length before a tokenizer is at hand: English text's usual
 
@@ -47,7 +47,7 @@ class EvalPlan(StagePlan):
     engines: dict | None = None  # the vllm backend's, per side
     on_gpus: dict | None = None  # the hf backend's: what the vllm backend would need on GPUs
 
-    def starts_vllm(self) -> bool:
+    def starts_engine(self) -> bool:
         return self.backend == "vllm"
 
 
@@ -115,9 +115,9 @@ def _reference(a: "Artifact", s: EvalSettings) -> int:
 def cpu_ram_bytes(checkpoint: int, g: Geometry, s: EvalSettings) -> int:
     """The peak of one side on CPU: its float32 weights (twice a bf16 checkpoint's bytes) and,
     beside them, the larger of what loading maps and what scoring holds. Loading converts the
-    memory-mapped checkpoint tensor by tensor, and its mapped pages count in RSS until it ends:
-    Llama-3-8B's shapes with one layer (2.36 GiB of bf16) peaked at 7.57 GiB in loading alone,
-    4.73 GiB of float32 weights after it (2026-12-05), whatever the eval's window length."""
+    memory-mapped checkpoint tensor by tensor, and its mapped pages count in RSS until it ends,
+    whatever the eval's window length (the real-shape eval's peak against this plan:
+    docs/figures.md)."""
     return checkpoint * 2 + max(checkpoint, scoring_bytes(g, s)) + RUNTIME
 
 

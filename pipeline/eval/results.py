@@ -54,6 +54,13 @@ class SplitDrift(BaseModel):
     kl_max: float
     same_top_pct: float = Field(description="% of tokens whose most likely token is the same")
     same_top_pct_se: float
+    # None: an eval made before top-5 agreement was measured
+    top5_pct: float | None = Field(
+        None,
+        description="% of tokens whose original top-1 token is "
+        "among the quantized model's 5 most likely",
+    )
+    top5_pct_se: float | None = None
     rms_dp_pct: float = Field(description="RMS of Δp of the actual next token, %")
     windows: int
     context_length: int

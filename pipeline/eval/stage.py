@@ -63,7 +63,7 @@ class EvalStage(AfterQuantize):
     _keys: dict = field(default_factory=dict, repr=False, init=False)
 
     @property
-    def starts_vllm(self) -> bool:
+    def starts_engine(self) -> bool:
         return self.backend == "vllm"
 
     def verdict(self, entry: StageEntry) -> Verdict | None:
@@ -247,8 +247,9 @@ class EvalStage(AfterQuantize):
             s.generation.max_new_tokens,
             not originals["cached"],
         )
+        cpu = time.process_time() - cpu_started
         self._record_overheads(time.monotonic() - started, setup_seconds,
-                               (tasks_seconds, artifact_tasks_seconds), made_now)  # fmt: skip
+                               (tasks_seconds, artifact_tasks_seconds), made_now, cpu)  # fmt: skip
         results = EvalResults(
             model=self.quantize.ref.name,
             recipe=self.quantize.recipe.name,
@@ -293,20 +294,35 @@ class EvalStage(AfterQuantize):
             self._load_cpu_seconds += time.process_time() - cpu_started
 
     def _record_overheads(
-        self, seconds: float, setup_seconds: float, tasks: tuple[float, float], work: eval_plan.Work
+        self,
+        seconds: float,
+        setup_seconds: float,
+        tasks: tuple[float, float],
+        work: eval_plan.Work,
+        cpu_seconds: float,
     ) -> None:
         """What this eval took beyond the bound of the work it did (eval_plan.Work: what of the
         original was built now counts, what was cached does not), as the chain plan's next
         estimate takes it (pipeline/perf/timing.py): its setup, and the rest a forward (a
         batch's scoring, an answer's step: python and dispatch, which a small model's thousand
-        decode steps are made of and a large model's thirty are not)."""
+        decode steps are made of and a large model's thirty are not). On a CPU the times are
+        taken at the share of the wall clock its threads had (their CPU time over the threads),
+        as on a quiet host: the overheads a busy host's eval would leave for the next plan to
+        read were the other processes' turns."""
         hw = host.here()
         if hw is None:
             return
         tasks_seconds, artifact_tasks_seconds = tasks  # lm-eval's: all of it, the artifact's
+        share = 1.0
+        worked = seconds - self._load_seconds
+        if eval_plan.hf_on_cpu(self.backend, hw) and worked > 0:
+            used, _ = host.threads()
+            share = min(1.0, (cpu_seconds - self._load_cpu_seconds) / used / worked)
+        setup_seconds, tasks_seconds = setup_seconds * share, tasks_seconds * share
+        artifact_tasks_seconds *= share
         q = self.quantize
         bounded = eval_plan.work_seconds(q.geometry, q.recipe, work, hw, self.backend)
-        rest = seconds - setup_seconds - tasks_seconds - self._load_seconds - bounded
+        rest = worked * share - setup_seconds - tasks_seconds - bounded
         key = f"eval-{self.backend}"
         kept = {"tasks_seconds": tasks_seconds, "artifact_tasks_seconds": artifact_tasks_seconds}
         if not tasks_seconds:  # no lm-eval tasks this time: keep the last run's that had some

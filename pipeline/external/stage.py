@@ -76,7 +76,7 @@ class ImportStage:
     artifact_identity: dict = field(default_factory=dict, init=False)
     name: ClassVar[str] = "quantize"  # the key eval, serve and publish look up, as a recipe's
     folder: ClassVar[str] = FOLDER
-    starts_vllm: ClassVar[bool] = False  # an import starts nothing
+    starts_engine: ClassVar[bool] = False  # an import starts nothing
     max_memory: ClassVar[None] = None  # --max-memory applies to quantizing (refused here)
     staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 

@@ -15,11 +15,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from pipeline.config.flags import to_argv
+from pipeline.chain.request import ChainSpec
 from pipeline.core import procs
 from pipeline.core.outcome import Outcome
 from pipeline.core.paths import REPO
 from pipeline.core.runs import Runs
+from pipeline.eval.metrics import DRIFT
 from pipeline.eval.results import load as eval_results
 from pipeline.nightly import envs
 from pipeline.nightly.matrix import RECIPES, Cell
@@ -114,21 +115,19 @@ def where() -> dict:
     return {"node": node, "gpus": gpus}
 
 
-def command(cell: Cell) -> list[str]:
-    """The cell as one `pipeline run`: its stages, backend and serve settings, with --json."""
-    later = [s for s in cell.stages if s != "quantize"]
+def command(cell: Cell) -> tuple[list[str], ChainSpec]:
+    """The cell as one `pipeline run`, and the request it reads on stdin: its stages, backend
+    and serve settings."""
     python = envs.python() if Path(envs.python()).exists() else sys.executable
-    cmd = [python, "-m", "pipeline", "run", "--model", cell.model]
-    if cell.artifact is not None:
-        cmd += ["--artifact", cell.artifact]
-    if cell.recipe_arg is not None:
-        cmd += ["--recipe", cell.recipe_arg]
-    cmd += ["--stages", ",".join(later), "--skip-unsupported"]
-    if cell.eval_backend:
-        cmd += ["--backend", cell.eval_backend]
-    if "serve" in later:
-        cmd += to_argv(dict(cell.serve))
-    return [*cmd, "--json"]
+    spec = ChainSpec(
+        model=cell.model,
+        recipe=cell.recipe_arg,
+        artifact=cell.artifact,
+        stages=tuple(s for s in cell.stages if s != "quantize"),
+        backend=cell.eval_backend,  # the matrix checked it: hf | vllm
+        serve=dict(cell.serve),
+    )
+    return [python, "-m", "pipeline", "run", "--request", "-", "--json"], spec
 
 
 def _run(
@@ -136,21 +135,22 @@ def _run(
 ) -> tuple[Outcome | None, str, bool]:
     """The outcome the CLI printed (None if it died before printing one), its log's tail, and
     whether it ran past `timeout_s` (then its whole process group is killed: servers too)."""
-    cmd = command(cell)
+    cmd, spec = command(cell)
+    request = spec.model_dump_json(exclude_defaults=True)
     with open(log, "a") as err:
-        err.write(f"\n$ {' '.join(cmd)}\n")
+        err.write(f"\n$ {' '.join(cmd)} <<< '{request}'\n")
         err.flush()
         start = err.tell()
         env = {**os.environ, "RUNS_DIR": runs.setting}
         env["PIPELINE_PARENT_PID"] = str(os.getpid())  # dies with it: procs.py
         proc = subprocess.Popen(
-            cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True, env=env,
-            start_new_session=True,
+            cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+            env=env, start_new_session=True,
         )  # fmt: skip
         timed_out = False
         _RUNNING.add(proc.pid)
         try:
-            stdout = _communicate(proc, timeout_s)
+            stdout = _communicate(proc, timeout_s, request)
         except subprocess.TimeoutExpired:
             timed_out = True
             with contextlib.suppress(ProcessLookupError):
@@ -169,18 +169,21 @@ def _run(
     return (Outcome.model_validate_json(lines[-1]) if lines else None), tail, timed_out
 
 
-def _communicate(proc: subprocess.Popen, timeout_s: float | None) -> str:
-    """proc.communicate, a second at a time: Ray's cancel stops a task by setting Python's
-    interrupt flag (as SIGINT would) without a signal, which a blocked read never notices: a
-    cancelled cell used to run to its end. Retried, communicate loses no output."""
+def _communicate(proc: subprocess.Popen, timeout_s: float | None, request: str) -> str:
+    """proc.communicate, `request` on its stdin, a second at a time: Ray's cancel stops a task
+    by setting Python's interrupt flag (as SIGINT would) without a signal, which a blocked read
+    never notices: a cancelled cell used to run to its end. Retried, communicate loses no
+    output and goes on writing the input it was first given."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    given: str | None = request
     while True:
         left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
         if left <= 0:
             raise subprocess.TimeoutExpired(proc.args, timeout_s or 0)
         try:
-            return proc.communicate(timeout=left)[0]
+            return proc.communicate(given, timeout=left)[0]
         except subprocess.TimeoutExpired:
+            given = None  # handed over once: a retry may not give it again
             continue
 
 
@@ -230,9 +233,9 @@ def collect(outcome: Outcome | None) -> list:
         results = eval_results(Path(ev.paths["results"]))
         h = results.heldout
         found += [
-            Metric("ppl_ratio", h.ppl_ratio, h.ppl_ratio_se, "lower", "quality"),
-            Metric("kl_mean", h.kl_mean, h.kl_mean_se, "lower", "quality"),
-            Metric("same_top_pct", h.same_top_pct, h.same_top_pct_se, "higher", "quality"),
+            Metric(m.key, value, m.se(h), m.direction, "quality")
+            for m in DRIFT
+            if (value := m.value(h)) is not None  # an older eval's lacks the newer figures
         ]
         for t in results.tasks:
             if t.recovery is not None:

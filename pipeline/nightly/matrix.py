@@ -16,7 +16,7 @@ from pydantic import Field, create_model
 from pydantic.fields import FieldInfo
 
 from pipeline.config import recipe as recipes
-from pipeline.config.recipe import ServeSettings
+from pipeline.config.recipe import EvalBackend, ServeSettings
 from pipeline.config.strict import Strict, display, load_yaml, validated
 from pipeline.core.errors import UserError
 from pipeline.core.files import sha256_json, sha256_text
@@ -62,7 +62,7 @@ class CellSpec(Strict):
     )
     name: str | None = None
     stages: list[str] | None = None
-    eval_backend: str | None = None
+    eval_backend: EvalBackend | None = None
     serve: ServeOverrides | None = None
     recipe_overrides: dict = Field(
         default_factory=dict, description="dotted recipe keys → values, e.g. calibration.seed: 1"
@@ -78,7 +78,7 @@ class Matrix(Strict):
     models: list[str] = Field(min_length=1)
     recipes: list[str] = Field(min_length=1)
     stages: list[str] = list(STAGES)
-    eval_backend: str | None = Field(None, description="hf | vllm; default: each recipe's")
+    eval_backend: EvalBackend | None = Field(None, description="default: each recipe's")
     serve: ServeOverrides = Field(
         default_factory=ServeOverrides, description="overrides of the recipes' serve settings"
     )
@@ -99,7 +99,7 @@ class Cell:
     recipe: str  # the recipe name, as in the matrix (an imported artifact's: its cell name)
     recipe_arg: str | None  # what --recipe gets: the name, or the overridden recipe file
     stages: tuple[str, ...]
-    eval_backend: str | None
+    eval_backend: EvalBackend | None
     serve: tuple[tuple[str, object], ...]  # serve setting overrides, in order
     overrides_sha: str | None
     tensor_parallel_size: int | None  # for both serve sides, where given; else planned

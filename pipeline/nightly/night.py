@@ -142,7 +142,7 @@ def _how(held: Held, recorded: int) -> str:
 class _Alive:
     """Raises what stopped the driver (a lease taken, the database lost), once it has."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.stopped: Exception | None = None
 
     def __call__(self) -> None:

@@ -29,6 +29,7 @@ from pipeline.core import secrets
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir
 from pipeline.eval.floor import times
+from pipeline.eval.metrics import DRIFT
 from pipeline.nightly import matrix, night
 from pipeline.nightly.store import Metric
 
@@ -38,10 +39,8 @@ STYLE = (
     "pre{background:#f6f6f6;padding:1em;overflow-x:auto}"
     "img{max-width:100%;border:1px solid #ddd;margin:1em 0}"
 )
-HISTORY = (
-    ("kl_mean", "mean KL vs original (heldout)", True),
-    ("ppl_ratio", "perplexity ratio", False),
-    ("same_top_pct", "same top-1 token %", False),
+HISTORY = (  # (metric, title, log scale): the drift figures (heldout), then throughput
+    *((m.key, f"{m.label} (heldout)", m.log_scale) for m in DRIFT),
     ("output_tok_s_ratio", "output tok/s ratio (highest concurrency)", False),
 )
 
@@ -268,9 +267,10 @@ def _history(history: list[dict], runs: list[dict], path: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     order = {r["id"]: i for i, r in enumerate(runs)}
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    rows = -(-len(HISTORY) // 2)
+    fig, axes = plt.subplots(rows, 2, figsize=(11, 3.5 * rows), sharex=True, squeeze=False)
     left: list[str] = []
-    for ax, (metric, title, log) in zip(axes.flat, HISTORY, strict=True):
+    for ax, (metric, title, log) in zip(axes.flat, HISTORY, strict=False):
         series: dict[str, list] = defaultdict(list)
         for row in history:
             name = row["name"]
@@ -293,6 +293,8 @@ def _history(history: list[dict], runs: list[dict], path: Path) -> list[str]:
             ax.set_yscale("log")
         if drawn:
             ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(HISTORY) :]:  # an odd count leaves one panel empty
+        ax.set_visible(False)
     for ax in axes[-1]:
         ax.set_xlabel("run")
         ax.set_xticks(range(len(runs)), [r["id"][:13] for r in runs], rotation=30, fontsize=7)

@@ -6,8 +6,8 @@ every core; the matmul rate that of the faster of bf16 and float32 (the CPU engi
 may upcast) on 2048-square products. Best of a few repeats each: a bound is what the hardware
 reaches, not a mean. A repeat is timed by the CPU time its threads got, over the threads: a
 probe sharing the cores with another process (a test worker, a build) measures what the
-hardware does, not its share of it (2 cores beside one busy process, 2026-12-06: wall clock
-gave 0.63× the quiet matmul rate, CPU time 0.92×).
+hardware does, not its share of it (benchmarks/host_probe.py measures both beside a busy
+process: docs/figures.md).
 """
 
 import json

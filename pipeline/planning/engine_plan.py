@@ -15,8 +15,8 @@ from pipeline.planning.geometry import Geometry
 GIB = 2**30
 REFERENCE_GPU = "H100-80GB"
 CPU_KV_POOL = GIB  # VLLM_CPU_KVCACHE_SPACE as the serve stage sets it by default
-# vLLM's CPU engine beyond its weights and pool: 1.2-1.3 GiB measured (tiny-llama served here:
-# 2.2-2.3 GiB PSS in all, 2026-12-05)
+# vLLM's CPU engine beyond its weights and pool, as measured (docs/figures.md: "vLLM's CPU
+# engine memory", tests/e2e/test_real_shape_chain.py)
 CPU_ENGINE_RUNTIME = int(1.25 * GIB)
 
 
@@ -90,9 +90,9 @@ def cpu_engine_bytes(g: Geometry, weights: int) -> int:
     """A CPU engine's RAM: the weights, a second copy of each vocabulary matrix, the KV pool
     and the runtime. vLLM's CPU build packs every Linear for oneDNN and drops its weight, but
     keeps an embedding's (embed_tokens, lm_head) beside the packed copy it makes of it
-    (UnquantizedEmbeddingMethod.process_weights_after_loading, remove_weight=False): at
-    Llama-3-8B's shapes with one layer, 6.58 GiB PSS measured against 6.57 counted so
-    (2026-12-05, tests/e2e/test_real_shape_chain.py, opt-in)."""
+    (UnquantizedEmbeddingMethod.process_weights_after_loading, remove_weight=False). Checked
+    against PSS at Llama-3-8B's shapes by tests/e2e/test_real_shape_chain.py (opt-in; the
+    figure: docs/figures.md)."""
     vocab_copies = g.vocab_matrices * g.vocab * g.hidden * 2  # kept in 16 bits by every recipe
     return weights + vocab_copies + CPU_KV_POOL + CPU_ENGINE_RUNTIME
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from pipeline.core.rundir import StageEntry
 from pipeline.eval import describe
+from pipeline.eval.metrics import DRIFT
 from pipeline.eval.results import EvalResults
 from pipeline.publish.results import UsedResult
 from pipeline.serve.results import Pair, ServeResults
@@ -87,12 +88,9 @@ def _eval_results(c: CardInputs) -> list:
     for split, m in c.eval.splits.items():
         # named one by one, not as a **dict: EvalResult's other fields are not all strings
         dataset_type = dataset if split == "heldout" else "calibration-text"
-        for metric, value, name in (
-            ("perplexity", m.ppl_quantized, "Perplexity"),
-            ("perplexity_ratio", m.ppl_ratio, "Perplexity / original"),
-            ("kl_divergence", m.kl_mean, "Mean KL vs original (nats/token)"),
-            ("top1_agreement", m.same_top_pct, "Same top-1 token as original (%)"),
-        ):
+        figures = [("perplexity", m.ppl_quantized, "Perplexity")]
+        figures += [(d.card[0], v, d.card[1]) for d in DRIFT if (v := d.value(m)) is not None]
+        for metric, value, name in figures:
             out.append(
                 EvalResult(
                     task_type="text-generation",
@@ -229,14 +227,12 @@ def _quality(c: CardInputs) -> str:
             f"{m.tokens:,}",
             f"{m.ppl_original:.3f}",
             f"{m.ppl_quantized:.3f}",
-            f"{m.ppl_ratio:.4f} ± {m.ppl_ratio_se:.4f}",
-            f"{m.kl_mean:.3g} ± {m.kl_mean_se:.2g}",
-            f"{m.same_top_pct:.2f} ± {m.same_top_pct_se:.2f}",
+            *(d.plus_minus(m) for d in DRIFT),
         )
         for split, m in e.splits.items()
     ]
-    header: tuple[str, ...] = ("split", "tokens", "ppl original", "ppl quantized", "ppl ratio")
-    header += ("mean KL (nats)", "same top-1 %")
+    header: tuple[str, ...] = ("split", "tokens", "ppl original", "ppl quantized")
+    header += tuple(d.head for d in DRIFT)
     text = (
         "## Quality vs the original\n\n"
         f"Next-token distributions of this artifact against the original on the same token "

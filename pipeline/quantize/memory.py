@@ -29,13 +29,9 @@ from pipeline.planning.geometry import Geometry
 from pipeline.quantize.verify import RELOAD_LIMIT
 
 GIB = 2**30
-# measured (2026-12-01, CPU host): a tiny model's whole quantize process peaks at 0.60 GiB; at
-# Llama-3-8B's shapes (2 layers, 1.49B params) model-free fp8 peaks at 2.12 GiB with a
-# 0.98 GiB largest shard (0.60 + 1.55 × 0.98); 2026-12-05, 1 layer, the same largest shard:
-# 1.54 GiB (0.53 + 1.03 × 0.98) on a 2-core AVX-512 EPYC: SHARD_FACTOR sits between the two
-# (both within 20% of its plan); 1 layer: oneshot fp8 3.13 GiB (0.60 + 2.37
-# bf16 + 0.16), GPTQ (16 × 256 tokens) 8.23 GiB (plan 8.71: 0.60 + 4.73 float32 + 1.09 Hessians
-# + 0.13 cached + 0.06 activations + 2.06 save; the solve frees some as it goes)
+# RUNTIME: a tiny model's whole quantize process; SHARD_FACTOR: the model-free path's peak per
+# byte of its largest shard, between the hosts measured. Both from benchmarks/quantize_memory.py
+# at Llama-3-8B's shapes (its latest figures, plan against peak: docs/figures.md)
 RUNTIME = int(0.6 * GIB)
 SHARD_FACTOR = 1.3
 HUB_SHARD = 5 * 10**9  # hub checkpoints' usual shard size, where the shards are not on disk

@@ -20,7 +20,7 @@ from pipeline.config.recipe import Calibration, RecipeFile
 from pipeline.core import devices, environment, memo, progress, quiet
 from pipeline.core.checkpoints import Checkpoints
 from pipeline.core.errors import ArtifactCheckError, NotOnThisHost, UserError
-from pipeline.core.files import staging_dir
+from pipeline.core.files import sha256_json, staging_dir
 from pipeline.core.rundir import RunDir, StageEntry
 from pipeline.core.runs import Runs
 from pipeline.data.texts import TextSet, load_texts, source_sha
@@ -67,9 +67,10 @@ class QuantizeStage:
     model_path: Path | None = field(default=None, init=False)  # once load_inputs has run
     calibration_tokens: int | None = field(default=None, init=False)  # counted once loaded
     model_identity: dict = field(default_factory=dict, init=False)
+    _planned: tuple[str, dict] | None = field(default=None, init=False, repr=False)
     name: ClassVar[str] = "quantize"
     folder: ClassVar[str] = ARTIFACT
-    starts_vllm: ClassVar[bool] = False  # quantizing starts no vLLM engine
+    starts_engine: ClassVar[bool] = False  # quantizing starts no serving engine
     resumable: ClassVar[bool] = True  # a killed run's finished layers or shards are kept
     staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 
@@ -217,11 +218,17 @@ class QuantizeStage:
             if not self.texts.description.get("packed"):  # packed: samples × max_seq_length
                 calibration["max_seq_length"] = -(-self._calibration_tokens() // samples)
         model = {"name": self.ref.name, "id": self.ref.hub_id or self.ref.load_id}
-        gpus = environment.gpus()
-        built = plan.build(self.recipe, self.geometry, model, calibration, gpus, self._route())
-        if self.nproc == 1 or "online" in built:
-            return built
-        return _per_process(built, self.nproc, bool(gpus)) | {"processes": self.nproc}
+        gpus, route = environment.gpus(), self._route()
+        # built once for what it reads: the dry run, the host's fit, the chain's plan and the
+        # check before loading all ask; the calibration text held, once loaded, changes it
+        key = sha256_json([calibration, model, gpus, route, self.nproc])
+        if self._planned is not None and self._planned[0] == key:
+            return self._planned[1]
+        built = plan.build(self.recipe, self.geometry, model, calibration, gpus, route)
+        if self.nproc > 1 and "online" not in built:
+            built = _per_process(built, self.nproc, bool(gpus)) | {"processes": self.nproc}
+        self._planned = (key, built)
+        return built
 
     def describe_plan(self) -> tuple[dict, str]:
         """What `quantize --dry-run` prints (--json, text): the plan and whether this host

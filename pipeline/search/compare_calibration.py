@@ -178,7 +178,7 @@ def _why(diff: dict, floor: float) -> str:
 
 def render(cells: list[Cell], pairs: list[dict], model: str, sets: Sequence[dict] = ()) -> str:
     head = (f"{'calibration set':<28} {'samples':>7} {'tokens sha256':>13} "
-            f"{'mean KL ± SE':>19} {'× floor':>8} {'ppl ratio ± SE':>16} {'same top % ± SE':>16} "
+            f"{compare_recipes.drift_head()} {'KL×floor':>8} "
             f"{'task flips (CI)':>20} {'answers: length, same':>24} {'quantize':>9}")  # fmt: skip
     lines = [f"compare calibration sets of {cells[0].name.split('.')[0]} on {model} "
              "(heldout split; ± one standard error)", head]  # fmt: skip
@@ -191,10 +191,7 @@ def render(cells: list[Cell], pairs: list[dict], model: str, sets: Sequence[dict
         sha = (cal.get("token_ids_sha256") or "-")[:12]
         lines.append(
             f"{c.name:<28} {cal.get('samples', '-'):>7} {sha:>13} "
-            f"{compare_recipes.plus_minus(r.kl_mean, r.kl_mean_se, '.2e', '.1e'):>19} "
-            f"{_ratio(r.kl_mean, c.floor_kl):>8} "
-            f"{compare_recipes.plus_minus(r.ppl_ratio, r.ppl_ratio_se, '.4f', '.4f'):>16} "
-            f"{compare_recipes.plus_minus(r.same_top_pct, r.same_top_pct_se, '.2f', '.2f'):>16} "
+            f"{compare_recipes.drift_cells(r)} {_ratio(r.kl_mean, c.floor_kl):>8} "
             f"{_flips(c.tasks):>20} {_answers(c.answers):>24} "
             f"{_seconds(c.quantize_seconds):>9}"
         )  # fmt: skip

@@ -30,6 +30,7 @@ from pipeline.core.files import sha256_json, write_json_atomic
 from pipeline.core.outcome import Outcome
 from pipeline.core.runs import Runs
 from pipeline.core.stage_plan import Options
+from pipeline.eval.metrics import DRIFT, DriftMetric, plus_minus
 from pipeline.eval.results import load as eval_results
 from pipeline.quantize.request import QuantizeRequest
 from pipeline.quantize.stage import QuantizeStage
@@ -39,10 +40,8 @@ from pipeline.serve.stage import ServeStage
 
 MIB = 2**20
 DEFAULT_RECIPES = ("fp8", "w4a16-rtn", "gptq")
-DRIFT = (  # (key, axis label, the original's value)
-    ("kl_mean", "mean KL vs original (nats/token)", 0.0),
-    ("ppl_ratio", "perplexity ratio", 1.0),
-    ("same_top_pct", "same top token %", 100.0),
+PLOTTED = (  # (key, axis label, the original's value): the drift figures, then the tasks'
+    *((m.key, m.label, m.at_original) for m in DRIFT),
     ("recovery", "task recovery (quantized / original)", 1.0),
 )
 
@@ -60,18 +59,25 @@ class Row:
     size_bytes: int | None = None  # the artifact's tensors
     ratio_to_bf16: float | None = None
     backend: str | None = None
-    kl_mean: float | None = None
-    kl_mean_se: float | None = None
-    ppl_ratio: float | None = None
-    ppl_ratio_se: float | None = None
-    same_top_pct: float | None = None
-    same_top_pct_se: float | None = None
+    drift: dict[str, float | None] = field(default_factory=dict)  # eval/metrics.py's, and SEs
     recovery: float | None = None  # the mean over the recipe's tasks
     recovery_se: float | None = None  # delta method (see the module's docstring)
     tasks: dict[str, dict] = field(default_factory=dict)  # task → {recovery, recovery_se}
     served: dict | None = None  # concurrency, output_tok_s, ratio, ratio_se, spread, paired
     served_note: str | None = None  # why there is no throughput
     results: dict[str, str] = field(default_factory=dict)  # stage → results.json
+
+    @property
+    def kl_mean(self) -> float | None:  # what the expected orderings compare
+        return self.drift.get("kl_mean")
+
+    @property
+    def kl_mean_se(self) -> float | None:
+        return self.drift.get("kl_mean_se")
+
+    def figure(self, key: str) -> float | None:
+        """A drift figure (or its SE) by its key, or the tasks' recovery."""
+        return getattr(self, key) if key.startswith("recovery") else self.drift.get(key)
 
 
 def parse_recipes(text: str | None) -> list[str]:
@@ -204,12 +210,7 @@ def _row(q: QuantizeStage, by: dict) -> Row:
         size_bytes=m.get("tensor_bytes"),
         ratio_to_bf16=m.get("ratio_to_bf16"),
         backend=results.backend,
-        kl_mean=h.kl_mean,
-        kl_mean_se=h.kl_mean_se,
-        ppl_ratio=h.ppl_ratio,
-        ppl_ratio_se=h.ppl_ratio_se,
-        same_top_pct=h.same_top_pct,
-        same_top_pct_se=h.same_top_pct_se,
+        drift=drift_figures(h),
         results={"eval": evaluated.paths["results"]},
     )
     for t in results.tasks:
@@ -278,8 +279,7 @@ def throughput(path: Path) -> dict | None:
 def render(rows: list[Row], model: str, kinds: dict | None = None) -> str:
     tasks = sorted({t for r in rows for t in r.tasks})
     head = (
-        f"{'recipe':<14} {'size MiB':>9} {'×bf16':>6} {'mean KL ± SE':>19} "
-        f"{'ppl ratio ± SE':>16} {'same top % ± SE':>16} {'recovery ± SE':>15} "
+        f"{'recipe':<14} {'size MiB':>9} {'×bf16':>6} {drift_head()} {'recovery ± SE':>15} "
         f"{'out tok/s (×orig)':>24}  gates"
     )
     lines = [f"compare {model} (heldout split; ± one standard error)", head]
@@ -291,9 +291,7 @@ def render(rows: list[Row], model: str, kinds: dict | None = None) -> str:
         lines.append(
             f"{r.recipe:<14} {_f(r.size_bytes and r.size_bytes / MIB, '.2f'):>9} "
             f"{_f(r.ratio_to_bf16, '.3f'):>6} "
-            f"{plus_minus(r.kl_mean, r.kl_mean_se, '.2e', '.1e'):>19} "
-            f"{plus_minus(r.ppl_ratio, r.ppl_ratio_se, '.4f', '.4f'):>16} "
-            f"{plus_minus(r.same_top_pct, r.same_top_pct_se, '.2f', '.2f'):>16} "
+            f"{drift_cells(r)} "
             f"{plus_minus(r.recovery, r.recovery_se, '.3f', '.3f'):>15} {_served(r):>24}  {gates}"
         )
     notes = [f"  {r.recipe}: {r.served_note}" for r in rows if r.served_note]
@@ -312,10 +310,26 @@ def _f(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def plus_minus(value, se, spec: str, se_spec: str) -> str:
-    if value is None:
-        return "-"
-    return format(value, spec) + ("" if se is None else f" ± {format(se, se_spec)}")
+def drift_figures(split) -> dict[str, float | None]:
+    """A split's drift figures and their SEs, by eval/metrics.py's keys."""
+    return {k: v for m in DRIFT for k, v in ((m.key, m.value(split)), (m.se_key, m.se(split)))}
+
+
+def drift_head() -> str:
+    """The drift figures' columns of a table, in the catalogue's order."""
+    return " ".join(f"{m.head:>{_width(m)}}" for m in DRIFT)
+
+
+def drift_cells(r: "Row") -> str:
+    """A row's drift figures, as drift_head heads them."""
+    return " ".join(
+        f"{plus_minus(r.drift.get(m.key), r.drift.get(m.se_key), m.fmt, m.se_fmt):>{_width(m)}}"
+        for m in DRIFT
+    )
+
+
+def _width(m: DriftMetric) -> int:
+    return max(len(m.head), len(format(1.0, m.fmt)) + 3 + len(format(0.1, m.se_fmt)))
 
 
 def _served(r: Row) -> str:
@@ -341,12 +355,13 @@ def write_plot(rows: list[Row], model: str, path: Path) -> bool:
 
     served = [r for r in done if r.served and r.served.get("output_tok_s") is not None]
     nrows = 2 if served else 1
-    fig, axes = plt.subplots(nrows, 4, figsize=(18, 4.2 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, len(PLOTTED), figsize=(4.5 * len(PLOTTED), 4.2 * nrows),
+                             squeeze=False)  # fmt: skip
     original = next(
         (r.size_bytes / r.ratio_to_bf16 for r in done if r.size_bytes and r.ratio_to_bf16), None
     )
     colors = {r.recipe: f"C{i}" for i, r in enumerate(rows)}  # one colour per recipe throughout
-    for col, (key, label, at_original) in enumerate(DRIFT):
+    for col, (key, label, at_original) in enumerate(PLOTTED):
         ax = axes[0][col]
         _points(ax, done, key, lambda r: r.size_bytes / MIB, colors)
         if original:
@@ -384,10 +399,10 @@ def _throughput_of(r: Row) -> dict:
 def _points(ax, rows: list[Row], key: str, x, colors: dict) -> None:
     ax.ticklabel_format(axis="y", useOffset=False)  # 0.9998, not "+1" and -0.0002
     for r in rows:
-        y = getattr(r, key)
+        y = r.figure(key)
         if y is None:
             continue
-        err = getattr(r, f"{key}_se", None)
+        err = r.figure(f"{key}_se")
         ax.errorbar([x(r)], [y], yerr=None if err is None else [err], fmt="o", capsize=4,
                     color=colors[r.recipe], label=r.recipe)  # fmt: skip
         ax.annotate(r.recipe, (x(r), y), textcoords="offset points", xytext=(5, 5), fontsize=8)

@@ -40,7 +40,7 @@ class SearchStage:
     model_identity: dict = field(default_factory=dict, init=False)
     name: ClassVar[str] = "search"
     folder: ClassVar[str] = "search"
-    starts_vllm: ClassVar[bool] = False  # the search scores on the hf backend
+    starts_engine: ClassVar[bool] = False  # the search scores on the hf backend
     staging = staticmethod(staging_dir)  # not a field: where work writes, renamed when done
 
     @classmethod

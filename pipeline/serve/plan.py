@@ -41,7 +41,7 @@ class ServePlan(StagePlan):
     users: int = 0
     context: int = 0
 
-    def starts_vllm(self) -> bool:
+    def starts_engine(self) -> bool:
         return True
 
 

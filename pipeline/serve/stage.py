@@ -63,7 +63,7 @@ class ServeStage(AfterQuantize):
     port: int | None = None
     name: ClassVar[str] = "serve"
     folder: ClassVar[str] = "serve"
-    starts_vllm = True  # every serve starts its engines (unannotated: no dataclass field)
+    starts_engine = True  # every serve starts its engines (unannotated: no dataclass field)
 
     @property
     def original_root(self) -> Path:

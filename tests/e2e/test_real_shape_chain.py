@@ -91,7 +91,8 @@ def test_the_plans_disk_is_within_25_percent_of_what_the_run_wrote(chain):
 def test_the_plans_eval_time_is_within_2x(chain):
     """Measured overheads of an earlier eval on this host (in a full run, the session's
     tiny-llama ones) + the roofline bound of scoring this model; with no earlier eval measured
-    here, the bound alone, which the run must not beat."""
+    here, the bound alone (its float32 share of the probed rate, HF_CPU_FORWARD_SHARE, is an
+    average: a run may beat it, by less than half)."""
     plan = chain["plan"]["stages"]["eval"]
     metrics = chain["stages"]["eval"]["metrics"]
     # loading is measured apart and said to be outside the estimate (2 × 5 GB of float32 here:
@@ -103,10 +104,7 @@ def test_the_plans_eval_time_is_within_2x(chain):
     assert "loading the two models is not in it" in plan["time"]
     assert 0 < metrics["load_seconds"] < metrics["wall_seconds"]
     assert measured > 0
-    if "≥ the bound" in plan["time"]:
-        assert 0 < estimate <= measured, (estimate, measured)
-    else:
-        assert measured / 2 <= estimate <= 2 * measured, (estimate, measured, plan["time"])
+    assert measured / 2 <= estimate <= 2 * measured, (estimate, measured, plan["time"])
 
 
 def test_serve_memory_and_decode_against_this_hosts_roofline_bound(served):

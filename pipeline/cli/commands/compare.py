@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "org/name[:split]); default the recipe's",
     )
     common_flags.revision(p)
-    p.add_argument("--backend", choices=["hf", "vllm"], help="eval backend of every recipe")
+    common_flags.backend(p, "eval backend of every recipe")
     p.add_argument(
         "--serve",
         action="store_true",

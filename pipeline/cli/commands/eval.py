@@ -13,7 +13,7 @@ NAME = "eval"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.model_args(p)
-    p.add_argument("--backend", choices=["hf", "vllm"], help="default: the recipe's eval.backend")
+    common_flags.backend(p, "default: the recipe's eval.backend")
     p.add_argument("--force", action="store_true", help="redo the evaluation even if cached")
     common_flags.json_flag(p)
     common_flags.dry_run(p)

@@ -5,11 +5,16 @@ Deferred imports: flow and show: they load the stages, which the parser (it
 imports every command's module) should not."""
 
 import argparse
+import json
+import sys
+from pathlib import Path
 
+from pipeline.chain.request import ChainSpec
 from pipeline.cli import common_flags
 from pipeline.cli.artifact_stage import quantize_stage
 from pipeline.cli.chain import dry_run, refuse_what_this_host_cannot, run_flow
-from pipeline.cli.requests import ChainRequest
+from pipeline.cli.requests import ChainRequest, from_spec
+from pipeline.config.strict import validated
 from pipeline.core.errors import UserError
 from pipeline.core.outcome import Outcome
 from pipeline.core.runs import Runs
@@ -19,7 +24,7 @@ NAME = "run"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.model_args(p)
-    p.add_argument("--backend", choices=["hf", "vllm"], help="eval backend")
+    common_flags.backend(p, "eval backend")
     p.add_argument("--stages", default="eval,serve", help="after quantize (default eval,serve)")
     p.add_argument("--nproc", type=int, default=1, help="quantize in N processes (torchrun)")
     p.add_argument(
@@ -37,12 +42,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.serving(p)
     common_flags.dry_run(p)
     common_flags.json_flag(p)
+    p.add_argument(
+        "--request",
+        metavar="FILE",
+        help="the chain as a JSON request instead of flags (pipeline/chain/request.py; - : "
+        "stdin): what a nightly cell hands its run",
+    )
 
 
 def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
-    stages = _stages(args.stages)
-    force = forced(args.force, stages)  # a bad stage name: one line before anything loads
-    req = ChainRequest.from_args(args, stages, force)
+    if args.request is not None:
+        req = from_spec(_spec(args.request), as_json=args.json)
+        _stages(",".join(req.stages))
+    else:
+        stages = _stages(args.stages)
+        force = forced(args.force, stages)  # a bad stage name: one line before anything loads
+        req = ChainRequest.from_args(args, stages, force)
     q = quantize_stage(req.artifact, runs)
     if req.dry_run:
         return dry_run(req, q)
@@ -51,6 +66,23 @@ def handle(args: argparse.Namespace, runs: Runs) -> Outcome:
     outcome = run_flow(req, q)
     _print_table(outcome)
     return outcome
+
+
+def _spec(source: str) -> ChainSpec:
+    """The JSON request in `source` (a file, or - for stdin), checked field by field."""
+    text = sys.stdin.read() if source == "-" else _read(source)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"--request {source}: not JSON ({e})") from None
+    return validated(ChainSpec, data, f"--request {source}")
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as e:
+        raise UserError(f"--request {path}: {e.strerror}") from None
 
 
 def _stages(text: str) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tokens", type=int, default=8192, help="calibration tokens each group is scored on"
     )
-    p.add_argument("--backend", choices=["hf", "vllm"], help="eval backend of every recipe")
+    common_flags.backend(p, "eval backend of every recipe")
     p.add_argument("--force", action="store_true", help="re-measure the sensitivities")
     common_flags.json_flag(p)
 

@@ -312,18 +312,22 @@ def _text(path: Path) -> str:
 
 def _cell_on(cluster, node: int) -> str:
     """The run folder (its recipe's name) of the cell running on worker `node`: the pipeline
-    process descended from that node's `ray start`."""
+    process descended from that node's `ray start`, whose request its log (its stderr) shows."""
+    import json
+
     import psutil
 
     root = cluster.nodes[node].pid
     for proc in psutil.process_iter(["pid", "cmdline"]):
         argv = proc.info["cmdline"] or []
-        if "pipeline" not in argv or "--recipe" not in argv:
+        if "pipeline" not in argv or "--request" not in argv:
             continue
         try:
             ancestors = {p.pid for p in proc.parents()} | {os.getpgid(proc.pid)}
-        except (psutil.Error, ProcessLookupError):
+            log = Path(os.readlink(f"/proc/{proc.pid}/fd/2"))
+        except (psutil.Error, OSError):
             continue
         if root in ancestors:
-            return Path(argv[argv.index("--recipe") + 1]).stem
+            asked = log.read_text().split("\n$ ")[-1].split(" <<< '", 1)[1].split("'\n", 1)[0]
+            return Path(json.loads(asked)["recipe"]).stem
     raise AssertionError(f"no cell runs on worker {node}")

@@ -86,7 +86,7 @@ def test_serve_and_eval_on_vllm_start_an_engine():
     from pipeline.serve.stage import ServeStage
 
     def says(stage, **fields) -> bool:  # a class constant, or a property of the stage's fields
-        member = stage.starts_vllm
+        member = stage.starts_engine
         return member.fget(SimpleNamespace(**fields)) if isinstance(member, property) else member
 
     assert says(ServeStage) and not says(PublishStage)

@@ -23,7 +23,7 @@ def test_a_model_against_itself_has_zero_kl_and_full_agreement():
     tokens = drift.per_token(drift.compact(p, targets, mass=0.99, max_k=16), p, targets)
     s = drift.summarize(tokens)
     assert s["kl_mean"] < 1e-6 and s["kl_max"] < 1e-5
-    assert s["same_top_pct"] == 100.0 and s["ppl_ratio"] == pytest.approx(1.0)
+    assert s["same_top_pct"] == s["top5_pct"] == 100.0 and s["ppl_ratio"] == pytest.approx(1.0)
     assert s["rms_dp_pct"] < 1e-6
 
 
@@ -88,5 +88,10 @@ def test_summary_statistics():
     same = (q.argmax(-1) == p.argmax(-1)).double().mean().item()
     assert s["same_top_pct"] == pytest.approx(100 * same)
     assert s["same_top_pct_se"] == pytest.approx(100 * math.sqrt(same * (1 - same) / 400))
+    # top-5 agreement: the original's top token among the quantized model's five likeliest
+    rank = (q > q.gather(-1, p.argmax(-1)[:, None])).sum(-1)  # tokens q prefers to it
+    top5 = (rank < 5).double().mean().item()
+    assert same < top5 < 1 and s["top5_pct"] == pytest.approx(100 * top5)
+    assert s["top5_pct_se"] == pytest.approx(100 * math.sqrt(top5 * (1 - top5) / 400))
     nll_p = -p.gather(-1, targets[:, None]).double().mean().item()
     assert s["ppl_original"] == pytest.approx(math.exp(nll_p), rel=1e-6)

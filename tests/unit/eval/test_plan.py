@@ -66,3 +66,31 @@ def test_the_hf_cpu_bound_goes_with_the_threads_the_eval_will_get(monkeypatch):
     assert eval_plan.work_seconds(g, fp8, work, cpu) == pytest.approx(4 * every, rel=0.05)
     monkeypatch.setenv("OMP_NUM_THREADS", "junk")  # torch ignores it too
     assert eval_plan.host.threads() == (4, 4)
+
+
+def test_overheads_learned_on_a_busy_cpu_are_those_of_a_quiet_one(monkeypatch):
+    """The same eval, the host to itself or taking turns with another process: its threads'
+    CPU time is the same, and so is what it leaves the next plan (pipeline/perf/timing.py)."""
+    from types import SimpleNamespace
+
+    from pipeline.eval import stage as eval_stage
+
+    cpu = gpus.Hardware("this host", 2**34, 1e13, {"bf16": 1e15, "fp32": 1e15}, 0.0, "test")
+    monkeypatch.setattr(eval_stage.host, "here", lambda: cpu)
+    monkeypatch.setattr(eval_stage.host, "threads", lambda: (1, 2))
+    config = aliases.load_config(aliases.resolve("llama3-8b"))
+    q = SimpleNamespace(geometry=geometry.of(config), recipe=recipe.load("fp8"),
+                        ref=SimpleNamespace(name="m"))  # fmt: skip
+    recorded = []
+    monkeypatch.setattr(eval_stage.timing, "record", lambda key, m: recorded.append(m))
+    work = eval_plan.Work(512, 8, 8)
+    bound_s = eval_plan.work_seconds(q.geometry, q.recipe, work, cpu, "hf")
+    for wall in (100.0, 200.0):  # alone, then at half the core: the CPU time is the same
+        stage = SimpleNamespace(backend="hf", quantize=q, _load_seconds=10.0 * wall / 100,
+                                _load_cpu_seconds=10.0)  # fmt: skip
+        eval_stage.EvalStage._record_overheads(stage, wall, 5.0 * wall / 100, (0.0, 0.0), work,
+                                               100.0)  # fmt: skip
+    alone, busy = recorded[0::2], recorded[1::2]
+    assert alone == busy and alone[0]["seconds"] == pytest.approx(5.0)
+    forwards = eval_plan.forwards(work)
+    assert alone[0]["step_seconds"] == pytest.approx((100 - 10 - 5 - bound_s) / forwards)

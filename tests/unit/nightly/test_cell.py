@@ -105,15 +105,26 @@ def test_a_refusal_before_any_stage_is_a_failed_cell():
     assert v["status"] == "failed" and v["error"].startswith("user_error")
 
 
-def test_the_cell_runs_as_one_pipeline_run_with_its_serve_settings(tmp_path, monkeypatch):
+def test_the_cell_hands_its_run_a_typed_request_that_the_flags_would_have_given(tmp_path):
+    """`pipeline run --request -` reads the cell's ChainSpec as JSON: the ChainRequest it makes
+    is the one the same cell spelled as flags makes."""
+    from pipeline.chain.request import ChainSpec
+    from pipeline.cli import requests
+    from pipeline.cli.main import _parser
+    from pipeline.config.flags import to_argv
+
     runs = Runs(tmp_path)
     m, _ = matrix.load(None)
     fp8 = matrix.cells(m, runs)[0]
-    cmd = cell.command(fp8)
-    assert cmd[1:4] == ["-m", "pipeline", "run"] and cmd[-1] == "--json"
-    assert "--skip-unsupported" in cmd and cmd[cmd.index("--stages") + 1] == "eval,serve"
-    assert cmd[cmd.index("--concurrency") + 1] == "1,4" and "--enforce-eager" in cmd
-    assert cmd[cmd.index("--backend") + 1] == "hf"
+    cmd, spec = cell.command(fp8)
+    assert cmd[1:] == ["-m", "pipeline", "run", "--request", "-", "--json"]
+    read = requests.from_spec(ChainSpec.model_validate_json(spec.model_dump_json()), as_json=True)
+    assert read.stages == ("eval", "serve") and read.options.skip_unsupported
+    assert read.options.backend == "hf" and read.options.serve_overrides["enforce_eager"]
+    flags = ["run", "--model", fp8.model, "--recipe", fp8.recipe_arg, "--stages", "eval,serve",
+             "--skip-unsupported", "--backend", "hf", *to_argv(dict(fp8.serve))]  # fmt: skip
+    given = requests.ChainRequest.from_args(_parser().parse_args([*flags, "--json"]), read.stages)
+    assert given == read
 
 
 def test_recovery_se():
@@ -160,7 +171,7 @@ def test_a_stopped_driver_stops_its_running_cell_as_a_command_is_stopped(monkeyp
     from pipeline.core.errors import Terminated
 
     script = [sys.executable, "-c", CELL_THAT_RECORDS_ITS_STOP, str(tmp_path)]
-    monkeypatch.setattr(cell, "command", lambda c: script)
+    monkeypatch.setattr(cell, "command", lambda c: (script, cell.ChainSpec(model=c.model)))
 
     def stop_the_driver() -> None:
         while not (tmp_path / "started").exists():

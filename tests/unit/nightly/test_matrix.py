@@ -102,11 +102,10 @@ def test_an_artifact_cell_imports_the_checkpoint_beside_the_recipes(tmp_path, mo
     assert set(cells) == {"fp8", "gptq", "external-Llama-GPTQ", "hub-awq"}
     local = cells["external-Llama-GPTQ"]
     assert local.recipe == "external-Llama-GPTQ"  # its history is kept under its own name
-    cmd = cell.command(local)
-    assert cmd[cmd.index("--artifact") + 1] == str(folder) and "--recipe" not in cmd
-    hub = cell.command(cells["hub-awq"])
-    assert hub[hub.index("--artifact") + 1] == "org/x-AWQ@v2"
-    assert hub[hub.index("--recipe") + 1] == "awq"
+    _, asked = cell.command(local)
+    assert (asked.artifact, asked.recipe) == (str(folder), None)
+    _, hub = cell.command(cells["hub-awq"])
+    assert (hub.artifact, hub.recipe) == ("org/x-AWQ@v2", "awq")
 
 
 def test_an_artifact_cell_cannot_override_a_recipe(tmp_path, monkeypatch):

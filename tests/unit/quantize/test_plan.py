@@ -136,3 +136,21 @@ def _dry_plan(main, monkeypatch, nproc: int) -> dict:
         code = main(["quantize", "--recipe", "gptq", "--nproc", str(nproc), "--dry-run", "--json"])
     assert code == 0
     return json.loads(out.getvalue()[out.getvalue().index("{") :])
+
+
+def test_one_quantize_is_planned_once_whoever_asks(tmp_path, monkeypatch):
+    """The dry run, the chain's plan and the check before loading read one plan: built again
+    only where what it reads changed (the calibration text held, once loaded)."""
+    from pipeline.core.runs import Runs
+    from pipeline.quantize import plan as quantize_plan
+    from pipeline.quantize.request import QuantizeRequest
+    from pipeline.quantize.stage import QuantizeStage
+
+    q = QuantizeStage.prepare(QuantizeRequest.named("tiny-llama", "gptq"), Runs(tmp_path))
+    built = []
+    real = quantize_plan.build
+    monkeypatch.setattr(quantize_plan, "build", lambda *a: built.append(a) or real(*a))
+    q.describe_plan()
+    q.stage_plan()
+    q.check_memory(None)
+    assert len(built) == 1

@@ -12,8 +12,9 @@ from pipeline.search import compare_recipes as cr
 
 def _row(recipe: str, **fields) -> cr.Row:
     base = dict(
-        size_bytes=7 * 2**20, ratio_to_bf16=0.7, backend="hf", kl_mean=1e-4, kl_mean_se=8e-6,
-        ppl_ratio=1.0005, ppl_ratio_se=1e-4, same_top_pct=99.1, same_top_pct_se=0.07,
+        size_bytes=7 * 2**20, ratio_to_bf16=0.7, backend="hf",
+        drift={"kl_mean": 1e-4, "kl_mean_se": 8e-6, "ppl_ratio": 1.0005, "ppl_ratio_se": 1e-4,
+               "same_top_pct": 99.1, "same_top_pct_se": 0.07},
     )  # fmt: skip
     return cr.Row(recipe, **{"status": "ok", **base, **fields})
 

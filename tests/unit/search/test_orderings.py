@@ -12,7 +12,7 @@ KINDS = {
 
 
 def _row(recipe: str, kl: float, se: float) -> Row:
-    return Row(recipe, "ok", kl_mean=kl, kl_mean_se=se)
+    return Row(recipe, "ok", drift={"kl_mean": kl, "kl_mean_se": se})
 
 
 def test_each_expected_pair_is_said_held_not_held_or_unresolved():
