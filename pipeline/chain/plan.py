@@ -59,8 +59,8 @@ def build(a: Artifact, stages: tuple[str, ...], options: Options = NO_OPTIONS) -
     host = {"gpus": visible, "cpu_count": environment.host()["cpu_count"], **_seen()}
     plan = ChainPlan(a.ref.name, a.recipe.name, host, plans)
     plan.refusals = driver_refusals()  # CUDA builds the driver cannot run: before any stage
-    for stage in plans.values():
-        plan.refusals += stage.refusals
+    for stage in plans.values():  # a stage refused for the host's own reason: said once
+        plan.refusals += [r for r in stage.refusals if not any(d in r for d in plan.refusals)]
     _processes(plans)
     plan.disk = _disk(plans, plan.refusals, a.rundir.runs)
     return plan

@@ -68,6 +68,7 @@ def plan(a: "Artifact", options: Options, up: Upstream) -> ServePlan:
     try:  # what this host's serving env refuses of them: the stage refuses the same
         if not serving_env.available():
             raise NotOnThisHost(f"serve needs the serving env ({serving_env.SERVE_PYTHON})")
+        serving_env.require("serve")  # a build this host runs, as ServeStage.prepare asks
         refuse_unservable(a, settings)
     except NotOnThisHost as e:
         found.refusals.append(str(e))

@@ -206,9 +206,13 @@ def test_serve_dry_run_shows_each_sides_launch_with_the_parallel_sizes_asked(
     """`serve --pipeline-parallel-size 2 --dry-run --json` on 8 × H100 (the stand-in): each side
     as the stage would start it — its GPUs, TP × PP and vLLM's `mp` executor (one node: no Ray,
     which the CUDA serving env does not have)."""
+    from pipeline.core import serving_env
+    from tests.conftest import stamped_serving_env
     from tests.unit.core.test_devices import standin
 
     standin(monkeypatch, "h100x8")
+    # the CUDA build a GPU host's make setup installs (this host's CPU build is refused there)
+    monkeypatch.setattr(serving_env, "SERVE_PYTHON", stamped_serving_env(tmp_path / "cuda", "cuda"))
     code, plan = _plan(capsys, monkeypatch, tmp_path, "serve", "--model", "llama3-8b",
                        "--recipe", "fp8", "--pipeline-parallel-size", "2")  # fmt: skip
     assert code == 0, plan["refusals"]
