@@ -7,12 +7,12 @@ MODEL      ?= tiny-llama
 RECIPE     ?= fp8
 ARGS       ?=
 # CPU build here (pip finds it on local disk). On a GPU host both envs get the CUDA build the
-# GPUs' driver runs (pipeline/core/cuda_builds.py: R580+ PyPI's CUDA 13, R525-R579 CUDA 12.9
+# GPUs' driver runs (pipeline/engines/vllm/cuda_builds.py: R580+ PyPI's CUDA 13, R525-R579 CUDA 12.9
 # from PyTorch's index and vLLM's release wheel); CUDA=12.8|12.9|13.0 picks one. TORCH_SPEC
 # given on the command line or in the environment wins for the main env.
 TORCH_SPEC ?= torch==2.13.0
 CUDA       ?=
-CUDA_BUILD  = $(PYTHON) -m pipeline.core.cuda_builds
+CUDA_BUILD  = $(PYTHON) -m pipeline.engines.vllm.cuda_builds
 PIP_SPEC   := pip==26.3
 # No bytecode from pip (it compiles one file at a time: half its install time); COMPILE does it
 # once the env is installed, on every core: 77 s for both envs on a 2-core host, 2026-12-05.

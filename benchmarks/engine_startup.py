@@ -1,5 +1,5 @@
 """A CPU host's vLLM server with the model in the engine process (what `make serve` launches
-there: VLLM_ENABLE_V1_MULTIPROCESSING=0, pipeline/serve/server.py) against vLLM's default (a
+there: VLLM_ENABLE_V1_MULTIPROCESSING=0, pipeline/engines/vllm/server.py) against vLLM's default (a
 third process, its worker, importing vLLM again): seconds to healthy and decode tokens/s.
 
     .venv/bin/python benchmarks/engine_startup.py [REPEATS]     (default 3)
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pipeline.config.recipe import ServeSettings
 from pipeline.core import procs
+from pipeline.engines import server
 from pipeline.models.tiny.build import ensure
-from pipeline.serve import server
 
 WAYS = {"in the engine process": "0", "vLLM's default (a worker process)": "1"}
 REQUESTS, TOKENS = 8, 32

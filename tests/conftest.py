@@ -72,7 +72,7 @@ def as_cpu_host(monkeypatch, root: Path) -> dict:
     `root`) stamped as vLLM's CPU build. For tests of what a CPU host's vLLM refuses or accepts:
     a test worker without a GPU on a GPU host (tests/parallel.py) holds the CUDA build, and would
     meet that build's own refusal ("sees no GPU", exit 4) first. Returns the variables set."""
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     python = stamped_serving_env(root, "cpu")
     env = {"SERVE_PYTHON": str(python)}

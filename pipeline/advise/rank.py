@@ -17,7 +17,8 @@ Quality not measured is "not evaluated", never a guess.
 
 from dataclasses import asdict, dataclass, field
 
-from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
+from pipeline.config.engine_defaults import GPU_MEMORY_UTILIZATION
+from pipeline.config.engine_name import ENGINE, PINNED, SERVE_COMMAND
 from pipeline.core.rundir import RunDir
 from pipeline.core.runs import Runs, key
 from pipeline.eval import results as eval_results
@@ -55,7 +56,7 @@ class Row:
     quality: dict = field(default_factory=lambda: {"source": "not evaluated"})
     rejected: str | None = None  # why the row is not ranked
     expert_parallel: bool = False  # --enable-expert-parallel: the plain TP split is refused
-    vllm_flags: str | None = None  # the planned layout's `vllm serve` flags
+    engine_flags: str | None = None  # the planned layout's serve flags
     refused: list[str] = field(default_factory=list)  # why vLLM refuses smaller/plain layouts
 
     def describe(self) -> dict:
@@ -178,7 +179,7 @@ def _deployment(recipe, g, fp, weights, kv, tp, pp, hw, price, ask) -> Row:
     row = Row(
         recipe=recipe.name if recipe else "original",
         expert_parallel=ep,
-        vllm_flags=planned.vllm_flags(),
+        engine_flags=planned.engine_flags(),
         kv_dtype=kv,
         gpus=gpus,
         pipeline_stages=pp,
@@ -374,7 +375,7 @@ def render(rows: list[Row], header: str, price: prices.Price | None) -> str:
     lines.append(
         "perf: bound = roofline (no engine does better), measured = this model's serve on this "
         "hardware; GPUs and users: planned (KV for users × context; TP×PP: pipeline stages on "
-        "nodes of 8, vLLM's Ray executor); KL: measured with the recipe's own KV cache; "
+        f"nodes of 8, {ENGINE}'s Ray executor); KL: measured with the recipe's own KV cache; "
         "tok/ans: the eval's greedy answers to its prompts (measured), $/1k ans = $/1M tok × "
         f"tok/ans / 1000; ranked by {ranked_by(rows)}"
     )
@@ -388,10 +389,10 @@ def _layout_notes(rows: list[Row]) -> list[str]:
     lines = []
     for r in rows:
         if r.refused:
-            lines.append(f"{r.recipe} ({_kv(r.kv_dtype)}): vLLM 0.32 would refuse —")
+            lines.append(f"{r.recipe} ({_kv(r.kv_dtype)}): {PINNED} would refuse —")
             lines += [f"  {reason}" for reason in r.refused]
-            if r.vllm_flags:
-                lines.append(f"  → `vllm serve … {r.vllm_flags}`")
+            if r.engine_flags:
+                lines.append(f"  → `{SERVE_COMMAND} … {r.engine_flags}`")
     return lines
 
 

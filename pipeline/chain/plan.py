@@ -16,13 +16,13 @@ from pathlib import Path
 from pipeline.artifact import Artifact
 from pipeline.chain import flow
 from pipeline.chain.stages import LATER
+from pipeline.config.engine_name import ENGINE
 from pipeline.core import devices, environment
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.paths import hub_cache
 from pipeline.core.runs import Runs
-from pipeline.core.serving_env import driver_refusals
 from pipeline.core.stage_plan import NO_OPTIONS, Options, StagePlan, Upstream
-from pipeline.planning.engine_plan import gpu_count
+from pipeline.engines import engine_plan, serving_env
 
 GIB = 2**30
 
@@ -58,7 +58,9 @@ def build(a: Artifact, stages: tuple[str, ...], options: Options = NO_OPTIONS) -
         plans[name] = LATER[name].plan(a, options, up)
     host = {"gpus": visible, "cpu_count": environment.host()["cpu_count"], **_seen()}
     plan = ChainPlan(a.ref.name, a.recipe.name, host, plans)
-    plan.refusals = driver_refusals()  # CUDA builds the driver cannot run: before any stage
+    plan.refusals = (
+        serving_env.driver_refusals()
+    )  # CUDA builds the driver cannot run: before any stage
     for stage in plans.values():  # a stage refused for the host's own reason: said once
         plan.refusals += [r for r in stage.refusals if not any(d in r for d in plan.refusals)]
     _processes(plans)
@@ -72,7 +74,7 @@ def _processes(plans: dict[str, StagePlan]) -> None:
     starts = [p.starts_engine() for p in plans.values()]
     for i, stage in enumerate(plans.values()):
         if flow.in_own_process(starts[i], starts[i + 1 :]):
-            stage.process = "its own: its GPU memory is freed before vLLM starts"
+            stage.process = f"its own: its GPU memory is freed before {ENGINE} starts"
             stage.leaves_on_gpus_bytes = 0
 
 
@@ -164,8 +166,8 @@ def render(chain: ChainPlan) -> str:
         if stage.get("backend"):
             lines.append(f"  backend    {stage['backend']}, {stage['tokens']:,} tokens scored")
         for side, ref in (stage.get("on_gpus") or {}).items():
-            n = gpu_count(ref)
-            lines.append(f"  {side:<10} with vLLM on {ref['gpu']}: {n} GPU(s){_engine(ref)}")
+            n = engine_plan.gpu_count(ref)
+            lines.append(f"  {side:<10} with {ENGINE} on {ref['gpu']}: {n} GPU(s){_engine(ref)}")
         if (placed := stage.get("placement")) and "mode" in placed:
             lines.append(f"  placement  {placed['mode']}: {placed['reason']}")
             for side in placed["sides"].values():
@@ -174,7 +176,7 @@ def render(chain: ChainPlan) -> str:
             lines.append(f"  launch     {side}: {launch['command']}")
         for side, engine in (stage.get("engines") or {}).items():
             ref = engine["on_gpus"]
-            needs = f"on {ref['gpu']}: {gpu_count(ref)} GPU(s){_engine(ref)}"
+            needs = f"on {ref['gpu']}: {engine_plan.gpu_count(ref)} GPU(s){_engine(ref)}"
             if "refused" in engine:
                 lines.append(f"  {side:<10} {needs}; here refused: {engine['refused']}")
             elif plan["host"]["gpus"]:
@@ -184,7 +186,7 @@ def render(chain: ChainPlan) -> str:
                     f"  {side:<10} tensor parallel {engine['tensor_parallel_size']}{stages}, "
                     f"{engine['weights_per_gpu_bytes'] / GIB:.1f} GiB of weights per GPU"
                     + (
-                        f"; vLLM's engine {engine['engine_line']}"
+                        f"; {ENGINE}'s engine {engine['engine_line']}"
                         if "engine_line" in engine
                         else ""
                     )
@@ -211,7 +213,7 @@ def render(chain: ChainPlan) -> str:
 
 def _engine(ref: dict) -> str:
     """A reference layout's engine memory per GPU and why smaller layouts would not start."""
-    said = f"; vLLM's engine per GPU {ref['engine_line']}" if ref.get("engine_line") else ""
+    said = f"; {ENGINE}'s engine per GPU {ref['engine_line']}" if ref.get("engine_line") else ""
     return said + "".join(f"; {why}" for why in ref.get("refused", []))
 
 

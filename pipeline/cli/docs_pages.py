@@ -12,6 +12,7 @@ from pipeline.cli import help_texts
 from pipeline.cli.commands import recipes
 from pipeline.cli.help_texts import EXIT_CODES_HELP
 from pipeline.cli.main import _parser
+from pipeline.config.engine_name import ENGINE
 from pipeline.models import aliases, packaged, zoo
 from pipeline.planning import geometry
 
@@ -80,7 +81,7 @@ def _recipes() -> str:
         [GENERATED, "# Recipes", "",
          "Every recipe in `recipes/` (`make recipes` prints the same). What each format is and "
          "how to write a recipe: [Recipes and formats](../recipes.md).", "",
-         "| recipe | scheme | how | serves on (vLLM) | GPU capability | description |",
+         f"| recipe | scheme | how | serves on ({ENGINE}) | GPU capability | description |",
          "|---|---|---|---|---|---|", *rows, ""]
     )  # fmt: skip
 

@@ -1,6 +1,7 @@
 """What people see of each stage when it finishes (the flow calls these), and `run`'s summary."""
 
 from pipeline.cli.tables import eval_table, run_table, serve_table
+from pipeline.config.engine_name import ENGINE, SERVE_COMMAND
 from pipeline.core.outcome import Outcome
 from pipeline.eval.results import load as eval_results
 from pipeline.quantize import routing
@@ -33,7 +34,8 @@ def quantize(stage, entry, cached: bool) -> None:
     else:
         print(f"{label}: {_done(entry)}")
     if m.get("online"):
-        print(f"  online    no artifact: vllm serve {stage.artifact} {' '.join(m['vllm_args'])}")
+        flags = " ".join(m.get("engine_args", []))
+        print(f"  online    no artifact: {SERVE_COMMAND} {stage.artifact} {flags}")
         print(f"  manifest  {stage.rundir.manifest_path}")
         return
     print(f"  artifact  {stage.artifact}")
@@ -69,7 +71,7 @@ def quantize(stage, entry, cached: bool) -> None:
         print(f"  routing   {line}")
     reload = m.get("reload") or {}
     if reload.get("transformers") is False:
-        use = "" if reload.get("hf_view") else ": evaluate and serve it with vLLM"
+        use = "" if reload.get("hf_view") else f": evaluate and serve it with {ENGINE}"
         print(f"  note      plain from_pretrained: {reload['reason']}{use}")
     print(f"  manifest  {stage.rundir.manifest_path}")
     if not cached and stage.log.is_file():
@@ -79,7 +81,11 @@ def quantize(stage, entry, cached: bool) -> None:
 def eval_(stage, entry, cached: bool) -> None:
     results = stage.load_results(entry)
     q = stage.quantize
-    kv = "" if results.kv_cache in ("16-bit", "auto (vLLM)") else f", KV cache {results.kv_cache}"
+    kv = (
+        ""
+        if results.kv_cache in ("16-bit", f"auto ({ENGINE})")
+        else f", KV cache {results.kv_cache}"
+    )
     print(
         f"eval {q.ref.name} × {q.recipe.name}: {_state(entry, cached)}; backend "
         f"{results.backend} ({results.dtype}{kv}), reference keeps "

@@ -2,6 +2,7 @@
 
 from tabulate import tabulate
 
+from pipeline.config.engine_name import ENGINE
 from pipeline.eval import describe
 from pipeline.eval.results import EvalResults, TaskRow
 from pipeline.serve.results import Pair, ServeResults
@@ -72,7 +73,7 @@ def serve_table(results: ServeResults) -> str:
     c = results.comparison
     rows = [
         ("checkpoint (MiB)", c.memory.checkpoint_bytes, 1 / 2**20),
-        ("weights in vLLM (GiB)", c.memory.weights_gib, 1.0),
+        (f"weights in {ENGINE} (GiB)", c.memory.weights_gib, 1.0),
         ("engine PSS after load (MiB)", c.memory.engine_bytes_after_load, 1 / 2**20),
         ("engine PSS after bench (MiB)", c.memory.engine_bytes_after_bench, 1 / 2**20),
         ("KV cache (tokens)", c.memory.kv_cache_tokens, 1.0),

@@ -2,8 +2,9 @@
 
 from pydantic import Field
 
+from pipeline.config.engine_defaults import GPU_MEMORY_UTILIZATION, overhead_gib_field
+from pipeline.config.engine_name import SERVE_COMMAND
 from pipeline.config.strict import Strict
-from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION, overhead_gib_field
 
 
 class AdviseSettings(Strict):
@@ -17,6 +18,6 @@ class AdviseSettings(Strict):
     )
     host_hour_usd: float | None = Field(None, gt=0, description="price of this host's hour")
     gpu_memory_utilization: float = Field(
-        GPU_MEMORY_UTILIZATION, gt=0, le=1, description="as given to vllm serve"
+        GPU_MEMORY_UTILIZATION, gt=0, le=1, description=f"as given to {SERVE_COMMAND}"
     )
     overhead_gib: float | None = overhead_gib_field()

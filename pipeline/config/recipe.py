@@ -15,9 +15,9 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline.config import schemes
+from pipeline.config.engine_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.config.schemes import Scheme, scheme_from_args, schemes_from_args
 from pipeline.config.strict import Strict, display, explain, line_of, load_yaml, validated
-from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError, clip
 from pipeline.core.files import is_file
 from pipeline.core.paths import RECIPES_DIR
@@ -248,7 +248,7 @@ class RecipeFile:
     def online(self) -> str | None:
         return self.spec.online
 
-    def vllm_args(self) -> list[str]:
+    def engine_args(self) -> list[str]:
         """What `vllm serve` needs beyond the model: online quantization's flag."""
         return ["--quantization", self.spec.online] if self.spec.online else []
 

@@ -14,8 +14,6 @@ RECIPES_DIR = REPO / "recipes"
 TASKS_DIR = REPO / "evals" / "tasks"
 PROMPTS_FILE = REPO / "evals" / "prompts" / "generation.jsonl"
 NIGHTLY_MATRIX = REPO / "evals" / "nightly.yaml"
-# Scripts run by the serving env's python (vLLM cannot be imported in the main env).
-VLLM_SCRIPTS = REPO / "pipeline" / "vllm_scripts"
 
 
 def runs_url() -> str | None:

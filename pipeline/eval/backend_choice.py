@@ -10,16 +10,18 @@ emulation, which needs the artifact's calibrated kv_cache_scheme: without one on
 from dataclasses import dataclass
 
 from pipeline.artifact import Artifact
+from pipeline.config.engine_name import BACKEND, ENGINE
 from pipeline.config.recipe import EvalSettings
-from pipeline.core import environment, serving_env
+from pipeline.core import environment
 from pipeline.core.errors import UserError
+from pipeline.engines import serving_env
 
-CPU_HOST = "CPU host: hf scores the same tokens in seconds, vLLM's CPU engine in minutes"
+CPU_HOST = f"CPU host: hf scores the same tokens in seconds, {ENGINE}'s CPU engine in minutes"
 
 
 @dataclass(frozen=True)
 class Choice:
-    backend: str  # "hf" | "vllm"
+    backend: str  # "hf" | BACKEND
     reason: str | None = None  # why, where the recipe, the artifact or this host decided it
 
 
@@ -32,22 +34,22 @@ def choose(q: Artifact, asked: str | None, s: EvalSettings) -> Choice:
     if q.recipe.online:  # vLLM quantizes it as it loads: only vLLM can evaluate it
         if chosen == "hf":
             raise UserError(
-                f"recipe {q.recipe.name} is vLLM's online {q.recipe.online}: only the vllm "
-                "backend runs it (--backend vllm)"
+                f"recipe {q.recipe.name} is {ENGINE}'s online {q.recipe.online}: only the "
+                f"{BACKEND} backend runs it (--backend {BACKEND})"
             )
-        serving_env.require("eval backend vllm")
+        serving_env.require(f"eval backend {BACKEND}")
         serving_env.require_online(q.recipe, "evaluate")
-        return Choice("vllm", "online quantization happens in vLLM")
-    if q.hf_refusal and chosen != "vllm":  # vLLM only (an imported format)
+        return Choice(BACKEND, f"online quantization happens in {ENGINE}")
+    if q.hf_refusal and chosen != BACKEND:  # vLLM only (an imported format)
         if chosen == "hf":
             raise UserError(f"--backend hf cannot run {q.recipe.name}: {q.hf_refusal}")
-        serving_env.require("eval backend vllm")
+        serving_env.require(f"eval backend {BACKEND}")
         for one, _ in q.recipe.schemes():
             serving_env.require_scheme(one, "run", f" (and hf cannot: {q.hf_refusal})")
-        return Choice("vllm", q.hf_refusal)
+        return Choice(BACKEND, q.hf_refusal)
     found = _auto(q, kv) if chosen == "auto" else Choice(chosen)
-    if chosen == "vllm":
-        serving_env.require("eval backend vllm")
+    if chosen == BACKEND:
+        serving_env.require(f"eval backend {BACKEND}")
         for one, _ in q.recipe.schemes():
             serving_env.require_scheme(one, "run", "; use --backend hf")
             serving_env.require_moe(one, q.geometry, "run", "; use --backend hf")
@@ -57,15 +59,15 @@ def choose(q: Artifact, asked: str | None, s: EvalSettings) -> Choice:
     if found.backend == "hf" and kv != "auto" and not q.recipe.kv_cache_scheme():
         raise UserError(
             f"eval.kv_cache_dtype {kv} with the hf backend needs the recipe's kv_cache_scheme "
-            "(calibrated scales to emulate); use the vllm backend or add a kv_cache_scheme"
+            f"(calibrated scales to emulate); use the {BACKEND} backend or add a kv_cache_scheme"
         )
     return found
 
 
 def _auto(q: Artifact, kv: str) -> Choice:
     schemes = [s for s, _ in q.recipe.schemes()]
-    needs_vllm = kv != "auto" and not q.recipe.kv_cache_scheme()
-    if not environment.gpus() and not needs_vllm:  # vLLM not asked (nor probed): hf
+    needs_engine = kv != "auto" and not q.recipe.kv_cache_scheme()
+    if not environment.gpus() and not needs_engine:  # vLLM not asked (nor probed): hf
         return Choice("hf", CPU_HOST)
     usable = serving_env.available() and all(serving_env.runs_scheme(s) for s in schemes)
     for needed in {serving_env.moe_kernel(s) for s in schemes} - {None}:
@@ -77,9 +79,12 @@ def _auto(q: Artifact, kv: str) -> Choice:
     if not environment.gpus():
         if usable:
             return Choice(
-                "vllm", f"KV cache {kv} without a calibrated kv_cache_scheme: only vLLM runs it"
+                BACKEND,
+                f"KV cache {kv} without a calibrated kv_cache_scheme: only {ENGINE} runs it",
             )
         return Choice("hf", CPU_HOST)
     if usable:
-        return Choice("vllm", "GPU host: vLLM runs this scheme")
-    return Choice("hf", f"this host's vLLM cannot run {scheme.label if scheme else 'this model'}")
+        return Choice(BACKEND, f"GPU host: {ENGINE} runs this scheme")
+    return Choice(
+        "hf", f"this host's {ENGINE} cannot run {scheme.label if scheme else 'this model'}"
+    )

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from pipeline.config.recipe import Calibration, EvalSettings
 from pipeline.data import texts
-from pipeline.eval import answers, engine_identity, floor, reference_key
+from pipeline.engines import engine_identity
+from pipeline.eval import answers, floor, reference_key
 
 SPLITS = ("heldout", "calibration")
 

@@ -3,8 +3,8 @@ the RAM it needs, the reference files it writes, and its time — the measured o
 host's newest eval + the roofline bound of scoring both sides and of generating their answers
 (pipeline/perf/timing.py).
 
-Its constants are the backends' own: BATCH_WINDOWS windows per forward (the vllm backend's
-batch, the hf backend's batch_size) bound scoring's memory and set its steps.
+BATCH_WINDOWS, the windows per forward both backends score (config/engine_defaults.py), bounds
+scoring's memory and sets its steps.
 """
 
 import dataclasses
@@ -13,16 +13,17 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from pipeline.config.engine_defaults import BATCH_WINDOWS
+from pipeline.config.engine_name import BACKEND
 from pipeline.config.recipe import EvalSettings
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.stage_plan import Options, StagePlan, Upstream
+from pipeline.engines import engine_plan
 from pipeline.eval import answers, backend_choice, floor, policy, prompt_set
 from pipeline.eval import windows as windows_of
 from pipeline.eval.originals import Originals
 from pipeline.models import aliases
 from pipeline.perf import bound, host, timing
-from pipeline.planning import engine_plan
-from pipeline.planning.engine_plan import Traffic
 from pipeline.planning.geometry import Geometry
 from pipeline.quantize.memory import RUNTIME
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from pipeline.artifact import Artifact
 
 GIB = 2**30
-BATCH_WINDOWS = 4  # windows per forward: bounds memory (a batch's logits, log-probs and ranks)
 # The hf backend's float32 forward on a CPU reaches about half the rate the host probe times on
 # one square matmul (its activations and 1 GB of logits a batch are fresh memory each time):
 # the real-shape eval's time against its plan checks it (docs/figures.md)
@@ -48,7 +48,7 @@ class EvalPlan(StagePlan):
     on_gpus: dict | None = None  # the hf backend's: what the vllm backend would need on GPUs
 
     def starts_engine(self) -> bool:
-        return self.backend == "vllm"
+        return self.backend == BACKEND
 
 
 def plan(a: "Artifact", options: Options, up: Upstream) -> EvalPlan:
@@ -61,7 +61,7 @@ def plan(a: "Artifact", options: Options, up: Upstream) -> EvalPlan:
         choice = backend_choice.choose(a, options.backend, s)
     except NotOnThisHost as e:  # planned as asked, and refused
         asked = options.backend or s.backend
-        choice = backend_choice.Choice(("vllm" if visible else "hf") if asked == "auto" else asked)
+        choice = backend_choice.Choice((BACKEND if visible else "hf") if asked == "auto" else asked)
         refused = str(e)
     chosen = choice.backend
     tokens = 2 * s.max_tokens
@@ -69,8 +69,8 @@ def plan(a: "Artifact", options: Options, up: Upstream) -> EvalPlan:
                      context_length=s.context_length)  # fmt: skip
     original = a.geometry.original_bytes
     sides = {"original": original, a.recipe.name: up.artifact_bytes or original}
-    traffic = Traffic(BATCH_WINDOWS, s.context_length + 1, offline=True)  # vllm.LLM
-    if chosen == "vllm":
+    traffic = engine_plan.Traffic(BATCH_WINDOWS, s.context_length + 1, offline=True)  # vllm.LLM
+    if chosen == BACKEND:
         placed = engine_plan.on_this_host(a.geometry, sides, visible, traffic, a.recipe)
         found.engines, found.refusals = placed.engines, placed.refusals
     else:

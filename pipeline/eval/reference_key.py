@@ -2,8 +2,8 @@
 re-run must not pay seconds of imports to find it has nothing to do.
 
 The reference key hashes the token windows (pipeline/eval/windows.py) and the engine that
-scores them (pipeline/eval/engine_identity.py). Tokenizing needs the tokenizer, so the windows'
-fingerprints are remembered per window source (the model, the texts' hashes, context length
+scores them (pipeline/engines/vllm/engine_identity.py). Tokenizing needs the tokenizer, so the
+windows' fingerprints are remembered per window source (the model, the texts' hashes, context length
 and budget) in <cache>/eval-windows/, written after the first tokenization; later runs recall
 them and tokenize only when they have work to do.
 """

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.config.engine_name import BACKEND
 from pipeline.eval.gates import GateReport, check_gates
 
 SCHEMA_VERSION = 1
@@ -155,12 +156,12 @@ class EvalResults(BaseModel):
     schema_version: int = Field(SCHEMA_VERSION, description="bumped when fields change meaning")
     model: str = Field(description="the model's run-dir name (alias, org--name or folder)")
     recipe: str
-    backend: str = Field(description="hf (transformers) or vllm")
+    backend: str = Field(description=f"hf (transformers) or {BACKEND}")
     dtype: str = Field(description="what the quantized model ran in")
     kv_cache: str = Field(description="16-bit, or how an FP8 KV cache was applied")
     engine: dict | None = Field(
         None,
-        description="vllm backend: the quantized model's engine (tensor_parallel_size, "
+        description=f"{BACKEND} backend: the quantized model's engine (tensor_parallel_size, "
         "gpu_memory_utilization, max_num_seqs, enforce_eager, reason), sized by the planner",
     )
     reference_mass: float = Field(description="probability mass of the original kept per token")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from pipeline.artifact import AfterQuantize, Artifact
+from pipeline.config.engine_name import BACKEND, ENGINE
 from pipeline.config.recipe import EvalSettings
 from pipeline.core import devices, environment, quiet
 from pipeline.core.errors import NotOnThisHost, UserError
@@ -64,7 +65,7 @@ class EvalStage(AfterQuantize):
 
     @property
     def starts_engine(self) -> bool:
-        return self.backend == "vllm"
+        return self.backend == BACKEND
 
     def verdict(self, entry: StageEntry) -> Verdict | None:
         gates = self.load_results(entry).gates
@@ -180,8 +181,8 @@ class EvalStage(AfterQuantize):
             and not reload.get("hf_view")
         ):
             raise NotOnThisHost(
-                f"eval backend hf: {reload['reason']}: evaluate with --backend vllm where vLLM "
-                "runs this scheme (a GPU does)"
+                f"eval backend hf: {reload['reason']}: evaluate with --backend {BACKEND} where "
+                f"{ENGINE} runs this scheme (a GPU does)"
             )
 
     def outputs(self, folder: str) -> dict[str, str]:
@@ -451,9 +452,10 @@ def _release_memory() -> None:
 
 
 def _backend(name: str):
-    from pipeline.eval.backends import hf, vllm
+    from pipeline.engines import eval_backend
+    from pipeline.eval.backends import hf
 
-    return {"hf": hf, "vllm": vllm}[name]
+    return {"hf": hf, BACKEND: eval_backend}[name]
 
 
 def _paired_metrics(row) -> dict:

@@ -18,12 +18,14 @@ import json
 import tempfile
 from pathlib import Path
 
+from pipeline.config.engine_name import BACKEND
 from pipeline.config.recipe import TaskSpec
-from pipeline.core import environment, procs, progress, quiet, serving_env
+from pipeline.core import procs, progress, quiet
 from pipeline.core.errors import UserError
 from pipeline.core.files import hash_folder, sha256_json, write_json_atomic
 from pipeline.core.paths import TASKS_DIR
-from pipeline.eval import engine_identity, paired_tasks
+from pipeline.engines import engine_identity, serving_env
+from pipeline.eval import paired_tasks
 
 # Deferred imports: the backends import torch (and lm-eval's task script, its libraries): torch
 # loads only when there is scoring to do (a cached eval answers in under a second)
@@ -96,7 +98,7 @@ def scores(
     if backend == "hf":
         model, model_args = "hf", {"tokenizer": str(model_dir), "add_bos_token": True}
     else:
-        model, model_args = "vllm", _vllm_args(Path(model_dir), kv_cache_dtype)
+        model, model_args = BACKEND, _engine_args(Path(model_dir), kv_cache_dtype)
     if quantization:
         model_args["quantization"] = quantization
     spec = {
@@ -189,12 +191,12 @@ def _in_process(spec: dict, label: str, log: Path, model_dir: Path, loaded) -> d
 
 
 def _subprocess(spec: dict, label: str) -> dict:
-    from pipeline.eval.backends import vllm
+    from pipeline.engines import eval_backend
 
-    python = str(vllm.SERVE_PYTHON)
+    python = str(eval_backend.SERVE_PYTHON)
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "spec.json").write_text(json.dumps(spec))
-        env = serving_env.offline_env() if spec["model"] == "vllm" else None
+        env = serving_env.offline_env() if spec["model"] == BACKEND else None
         log = Path(tmp, "lm_eval.log")
         # cwd: local tasks name their data files relative to evals/tasks/
         code = procs.run(
@@ -206,22 +208,10 @@ def _subprocess(spec: dict, label: str) -> dict:
         return json.loads(out_path.read_text())
 
 
-def _vllm_args(model_dir: Path, kv_cache_dtype: str) -> dict:
-    from pipeline.eval.backends import vllm
+def _engine_args(model_dir: Path, kv_cache_dtype: str) -> dict:
+    from pipeline.engines import eval_backend
 
-    config = json.loads((model_dir / "config.json").read_text())
-    max_len = min(int(config.get("max_position_embeddings", MAX_MODEL_LEN)), MAX_MODEL_LEN)
-    # each side's own engine: the original may need more GPUs than the artifact
-    engine = vllm.engine_for(model_dir, max_len, environment.gpus(), users=LM_EVAL_BATCH)
-    return {
-        "pretrained": str(model_dir),
-        "dtype": "bfloat16",
-        "kv_cache_dtype": kv_cache_dtype,
-        "max_model_len": max_len,
-        "seed": 0,
-        "add_bos_token": True,
-        **engine.vllm_kwargs(),
-    }
+    return eval_backend.lm_eval_model_args(model_dir, kv_cache_dtype, MAX_MODEL_LEN, LM_EVAL_BATCH)
 
 
 def _failure(code: int | None, log_tail: str, label: str) -> Exception:

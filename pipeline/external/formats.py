@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.config.engine_name import ENGINE
 from pipeline.core.errors import UserError
 
 METHODS = ("awq", "gptq", "auto-round", "compressed-tensors", "fp8", "modelopt")
@@ -56,7 +57,7 @@ class ExternalFormat:
             return "transformers loads it as it is"
         if self.hf:
             return f"converted to compressed-tensors ({self.hf} converter); served as shipped"
-        return f"vLLM only: {self.hf_refusal}"
+        return f"{ENGINE} only: {self.hf_refusal}"
 
     def modifier(self) -> dict:
         """The format as an llm-compressor modifier's arguments: how the pipeline's recipe
@@ -155,7 +156,7 @@ def _awq(c: dict, shown: str, producer: str | None = None) -> ExternalFormat:
     version = str(c.get("version", "gemm")).lower()
     if version != "gemm":
         raise UserError(
-            f"{shown}: AWQ '{version}' packing is read by neither vLLM nor compressed-tensors' "
+            f"{shown}: AWQ '{version}' packing is read by neither {ENGINE} nor compressed-tensors' "
             "converter (both take GEMM); export it with version GEMM"
         )
     bits = int(c.get("bits", c.get("w_bit", 4)))
@@ -215,7 +216,7 @@ def _fp8(c: dict, shown: str) -> ExternalFormat:
     return ExternalFormat(
         method="fp8",
         packing="fp8 (" + ("blocks" if block else "per tensor") + ")",
-        producer=_producer(c, "vLLM / transformers FP8"),
+        producer=_producer(c, f"{ENGINE} / transformers FP8"),
         weights=weights,
         activations=acts,
         ignore=list(c.get("ignored_layers") or c.get("modules_to_not_convert") or ["lm_head"]),

@@ -7,7 +7,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from pipeline.core import serving_env
+from pipeline.engines import serving_env
 
 # what the GPU paths import from the carried wheels (an import error names the missing package)
 IMPORTS = ("llmcompressor", "compressed_tensors", "lm_eval", "datasets", "pydantic", "loguru")

@@ -19,9 +19,11 @@ import threading
 from collections.abc import Iterator
 from secrets import token_hex
 
-from pipeline.core import environment, secrets, serving_env
+from pipeline.config.engine_name import PACKAGE
+from pipeline.core import environment, secrets
 from pipeline.core.errors import UserError
 from pipeline.core.runs import Runs
+from pipeline.engines import serving_env
 from pipeline.nightly import cell as cells_here
 from pipeline.nightly import executors, matrix, regress
 from pipeline.nightly.store import HEARTBEAT_S, Held, Store, urls
@@ -196,7 +198,7 @@ def verdict(rows: list[dict]) -> tuple[str, str | None]:
 def facts() -> dict:
     host = environment.host()
     host.pop("hostname", None)
-    libraries = {**environment.library_versions(LIBRARIES), "vllm": serving_env.version()}
+    libraries = {**environment.library_versions(LIBRARIES), PACKAGE: serving_env.version()}
     return {"git": environment.git_commit(), "libraries": libraries, "host": host}
 
 

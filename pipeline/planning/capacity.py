@@ -21,6 +21,7 @@ KV-cache dtype, from the model's geometry alone — a table over the one deploym
 
 from dataclasses import asdict, dataclass, field
 
+from pipeline.config.engine_name import ENGINE, PINNED, SERVE_COMMAND
 from pipeline.config.recipe import RecipeFile
 from pipeline.core.errors import UserError
 from pipeline.planning import deployment, engine_memory, kv_cache
@@ -46,7 +47,7 @@ class Row:
     pp: int | None = None  # pipeline stages: one per node beyond the first
     executor: str | None = None  # vLLM's: "mp" on one node, "ray" across nodes
     expert_parallel: bool = False  # --enable-expert-parallel: the plain TP split is refused
-    vllm_flags: str | None = None  # the layout's `vllm serve` flags
+    engine_flags: str | None = None  # the layout's serve flags
     refused: list[str] = field(default_factory=list)  # why smaller layouts would not load
     engine: dict | None = None  # vLLM's engine memory per GPU (engine_memory.EngineMemory)
     engine_line: str | None = None  # … as the table's note says it
@@ -78,7 +79,7 @@ def row(
         recipe_name, load.kv_dtype, load.weights, per_token, needed, found.gpus,
         found.max_users, found.kv_room_bytes, found.tensor_parallel_size,
         found.pipeline_parallel_size, found.executor, found.expert_parallel,
-        found.vllm_flags(), list(found.refused), engine.record() if engine else None,
+        found.engine_flags(), list(found.refused), engine.record() if engine else None,
         engine.line() if engine else None,
     )  # fmt: skip
 
@@ -114,12 +115,12 @@ def describe(name: str, g: Geometry, gpus: Inventory, budget: Budget, context: i
     engine = (
         f"{budget.overhead_bytes / GIB:g} GiB per GPU kept for the engine (--overhead-gib)"
         if budget.overhead_bytes is not None
-        else "per GPU, vLLM's engine as its start-up profile reserves it (activation peak of "
+        else f"per GPU, {ENGINE}'s engine as its start-up profile reserves it (activation peak of "
         f"{batch.tokens:,} tokens / {batch.seqs:,} seqs, CUDA graphs, non-torch)"
     )
     return (
         f"model {name}: {g.layers} layers; {g.kv_modelled}; original weights {g.shipped}\n"
-        f"TP×PP: tensor parallel within a node of {gpus.per_node} GPUs (sizes vLLM accepts for "
+        f"TP×PP: tensor parallel within a node of {gpus.per_node} GPUs (sizes {ENGINE} accepts for "
         f"{g.heads} heads / {g.kv_heads} KV heads) × "
         "pipeline stages, one node each\n"
         f"{budget.utilization:g} of each GPU's memory as CUDA reports it (nvidia-smi's "
@@ -149,7 +150,8 @@ def render(rows: list[Row], users: int, context: int, gpus: Inventory) -> str:
         )
     if spanning := next((r for r in rows if r.pp and r.pp > 1), None):
         lines.append(
-            f"TP×PP: one pipeline stage per node, on a Ray cluster of the nodes — `vllm serve … "
+            "TP×PP: one pipeline stage per node, on a Ray cluster of the nodes — "
+            f"`{SERVE_COMMAND} … "
             f"--tensor-parallel-size {spanning.tp} --pipeline-parallel-size {spanning.pp} "
             f"--distributed-executor-backend {spanning.executor}`"
         )
@@ -161,8 +163,8 @@ def _engine_notes(rows: list[Row]) -> list[str]:
     seen: dict[str, str] = {}
     for r in sorted(rows, key=lambda r: r.gpus or 0):
         # a row with an engine line is a deployment: it has flags
-        if r.engine_line and r.vllm_flags is not None and r.vllm_flags not in seen:
-            seen[r.vllm_flags] = f"vLLM's engine per GPU at {r.vllm_flags}: {r.engine_line}"
+        if r.engine_line and r.engine_flags is not None and r.engine_flags not in seen:
+            seen[r.engine_flags] = f"{ENGINE}'s engine per GPU at {r.engine_flags}: {r.engine_line}"
     return list(seen.values())
 
 
@@ -171,16 +173,16 @@ def _layout_notes(rows: list[Row]) -> list[str]:
     per KV dtype where its KV dtypes' notes differ)."""
     notes: dict[tuple, Row] = {}
     for r in rows:
-        key = (r.recipe, tuple(r.refused), r.vllm_flags)
+        key = (r.recipe, tuple(r.refused), r.engine_flags)
         if r.refused and key not in notes:
             notes[key] = r
     found = []
     for r in notes.values():
         alone = sum(1 for key in notes if key[0] == r.recipe) == 1
         kv = "" if alone else f" (KV {r.kv_dtype})"
-        found.append(f"{r.recipe}: vLLM 0.32 would refuse{kv} —")
+        found.append(f"{r.recipe}: {PINNED} would refuse{kv} —")
         found += [f"  {reason}" for reason in r.refused]
         found.append(
-            f"  → `vllm serve … {r.vllm_flags}`" if r.vllm_flags else "  → no layout loads"
+            f"  → `{SERVE_COMMAND} … {r.engine_flags}`" if r.engine_flags else "  → no layout loads"
         )
     return found

@@ -16,8 +16,9 @@ instead, and a TP that loads neither way is passed over, its reason kept.
 
 from dataclasses import dataclass, replace
 
+from pipeline.config.engine_defaults import GPU_MEMORY_UTILIZATION
+from pipeline.config.engine_name import ENGINE
 from pipeline.config.recipe import RecipeFile
-from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.planning import engine_memory, kv_cache, layout, parallel
 from pipeline.planning.engine_memory import Batch, EngineMemory
 from pipeline.planning.geometry import Geometry
@@ -98,7 +99,7 @@ class Deployment:
         """vLLM's distributed executor: processes on one node, Ray across nodes."""
         return "ray" if self.pipeline_parallel_size > 1 else "mp"
 
-    def vllm_flags(self) -> str:
+    def engine_flags(self) -> str:
         flags = f"--tensor-parallel-size {self.tensor_parallel_size}"
         if self.pipeline_parallel_size > 1:
             flags += (
@@ -195,9 +196,9 @@ def at(
         short = (
             f"TP {tp}{f' × PP {pp}' if pp > 1 else ''}: {room / GIB:.2f} GiB of KV per GPU "
             f"beside {load.weights / (tp * pp) / GIB:.1f} GiB of weights and "
-            f"{engine.total / GIB:.2f} GiB of vLLM's engine, under the "
+            f"{engine.total / GIB:.2f} GiB of {ENGINE}'s engine, under the "
             f"{longest / pp / GIB:.2f} GiB one {load.longest:,}-token request needs: "
-            "vLLM refuses it at start-up"
+            f"{ENGINE} refuses it at start-up"
         )
         users = 0  # however many shorter sequences the room would hold
     where = f"one node of {gpus.per_node}" if pp == 1 else f"{pp} nodes of {gpus.per_node}"

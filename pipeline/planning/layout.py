@@ -37,6 +37,7 @@ and shared-expert MLPs stay tensor-parallel.
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pipeline.config.engine_name import ENGINE
 from pipeline.config.recipe import RecipeFile
 from pipeline.config.schemes import Scheme
 from pipeline.planning import weights
@@ -69,7 +70,7 @@ class Straddle:
         else:
             said = f"{head} is not a whole number of {label}'s {self.unit}, even unsplit"
         if self.loads:
-            said += " (vLLM loads it without a check, each rank's scales misaligned)"
+            said += f" ({ENGINE} loads it without a check, each rank's scales misaligned)"
         return said
 
 

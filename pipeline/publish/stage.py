@@ -23,6 +23,7 @@ from typing import ClassVar
 
 from pipeline.advise import rank as advise
 from pipeline.artifact import AfterQuantize, Artifact
+from pipeline.config.engine_name import ENGINE, PACKAGE
 from pipeline.core import environment
 from pipeline.core.errors import UserError
 from pipeline.core.files import staging_dir, write_json_atomic
@@ -75,8 +76,9 @@ class PublishStage(AfterQuantize):
         """Every refusal happens here, before anything is written or sent."""
         if q.recipe.online:
             raise UserError(
-                f"recipe {q.recipe.name} is vLLM's online {q.recipe.online}: there is no artifact "
-                f"to publish (users serve the original with {' '.join(q.recipe.vllm_args())}); "
+                f"recipe {q.recipe.name} is {ENGINE}'s online {q.recipe.online}: there is no "
+                "artifact "
+                f"to publish (users serve the original with {' '.join(q.recipe.engine_args())}); "
                 "publish an artifact recipe such as fp8"
             )
         stage = cls(q, req)
@@ -197,7 +199,7 @@ def _serve_results(q: Artifact) -> tuple:
     entry = q.rundir.stage("serve")
     if not entry or entry.status != "done":
         return None, None
-    env = {**entry.environment, "vllm": entry.inputs["host"].get("vllm")}
+    env = {**entry.environment, PACKAGE: entry.inputs["host"].get(PACKAGE)}
     return serve_results.load(q.rundir.path / entry.outputs["results"]), env
 
 
@@ -208,7 +210,7 @@ def loader_note(stage: PublishStage) -> str | None:
         return None
     return (
         f"AutoModelForCausalLM.from_pretrained does not load this artifact ({reload['reason']}): "
-        "the card names vLLM as its loader"
+        f"the card names {ENGINE} as its loader"
     )
 
 

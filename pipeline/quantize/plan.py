@@ -14,9 +14,10 @@ at a time to the GPU, which is how a 70B model is calibrated on one 80 GB GPU.
 
 import yaml
 
+from pipeline.config.engine_defaults import GPU_MEMORY_UTILIZATION
+from pipeline.config.engine_name import ENGINE, SERVE_COMMAND
 from pipeline.config.recipe import RecipeFile, parsed
 from pipeline.config.schemes import config_group, schemes_from_args
-from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.errors import UserError
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.weights import artifact_bytes, targeted
@@ -131,9 +132,9 @@ def build(
             "model": model,
             "recipe": {"name": recipe.name, "online": recipe.online},
             "online": {
-                "vllm_args": recipe.vllm_args(),
+                "engine_args": recipe.engine_args(),
                 "weights_bf16": params * 2,
-                "in_vllm_estimate": artifact_bytes(recipe, g),
+                "in_engine_estimate": artifact_bytes(recipe, g),
             },
         }
     needs_data = needs_calibration(recipe)
@@ -220,10 +221,10 @@ def render(plan: dict) -> str:
         return (
             f"model        {plan['model'].get('id') or plan['model']['name']}\n"
             f"recipe       {plan['recipe']['name']}: online {plan['recipe']['online']}, nothing "
-            "to quantize ahead: vLLM quantizes the 16-bit checkpoint as it loads it\n"
-            f"serve with   vllm serve <model> {' '.join(online['vllm_args'])}\n"
+            f"to quantize ahead: {ENGINE} quantizes the 16-bit checkpoint as it loads it\n"
+            f"serve with   {SERVE_COMMAND} <model> {' '.join(online['engine_args'])}\n"
             f"weights      {online['weights_bf16'] / GIB:.1f} GiB bf16 checkpoint → "
-            f"~{online['in_vllm_estimate'] / GIB:.1f} GiB in vLLM's memory"
+            f"~{online['in_engine_estimate'] / GIB:.1f} GiB in {ENGINE}'s memory"
         )
     mem = plan["memory_bytes"]
     arch = plan["architecture"]

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 
 from pipeline.config import recipe
+from pipeline.config.engine_name import ENGINE
 from pipeline.config.strict import validated
 from pipeline.core import environment
 from pipeline.core.errors import UserError
@@ -95,7 +96,9 @@ def choose_path(path: str | None, rf: recipe.RecipeFile, workers: int, g: Geomet
         raise UserError(f"--workers {workers}: at least 1")
     if rf.online:
         if path is not None or workers != 1:
-            raise UserError(f"recipe {rf.name} is online (vLLM quantizes as it loads): no --path")
+            raise UserError(
+                f"recipe {rf.name} is online ({ENGINE} quantizes as it loads): no --path"
+            )
         return "oneshot"
     if path is None:
         path = "oneshot" if why_not else "model-free"

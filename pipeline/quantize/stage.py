@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from pipeline.config import recipe
+from pipeline.config.engine_name import ENGINE
 from pipeline.config.recipe import Calibration, RecipeFile
 from pipeline.core import devices, environment, memo, progress, quiet
 from pipeline.core.checkpoints import Checkpoints
@@ -49,8 +50,8 @@ if TYPE_CHECKING:
     from pipeline.core.stage_plan import ArtifactPlan
 
 ONLINE = (
-    "an online recipe quantizes nothing ahead: vLLM does as it loads the 16-bit checkpoint (eval"
-    " / serve / run --dry-run check this host)"
+    f"an online recipe quantizes nothing ahead: {ENGINE} does as it loads the 16-bit checkpoint"
+    " (eval / serve / run --dry-run check this host)"
 )
 
 
@@ -116,7 +117,7 @@ class QuantizeStage:
     @property
     def artifact(self) -> Path:
         """What vLLM loads: the artifact, or for an online recipe the original itself (served
-        with the recipe's vllm_args)."""
+        with the recipe's engine_args)."""
         if self.recipe.online:
             return self.model_folder
         return self.rundir.path / ARTIFACT
@@ -358,15 +359,15 @@ def _online(job: QuantizeStage, out: Path) -> dict:
     import json
 
     (out / "online.json").write_text(
-        json.dumps({"model": str(job.model_path), "vllm_args": job.recipe.vllm_args()}) + "\n"
+        json.dumps({"model": str(job.model_path), "engine_args": job.recipe.engine_args()}) + "\n"
     )
     return {
         "online": job.recipe.online,
-        "vllm_args": job.recipe.vllm_args(),
+        "engine_args": job.recipe.engine_args(),
         "tensor_bytes": tensor_bytes(job.model_folder),  # what is stored and loaded: the original
         "reload": {
             "transformers": False,
-            "reason": f"vLLM quantizes it as it loads (online {job.recipe.online}); "
+            "reason": f"{ENGINE} quantizes it as it loads (online {job.recipe.online}); "
             "transformers would run the 16-bit original",
         },
     }

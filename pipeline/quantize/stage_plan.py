@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pipeline.artifact import Artifact
+from pipeline.config.engine_name import ENGINE
 from pipeline.core import environment
 from pipeline.core.stage_plan import ArtifactPlan
 from pipeline.perf import timing
@@ -37,7 +38,7 @@ def plan(q: "Quantizing") -> ArtifactPlan:
     if q.recipe.online:
         return ArtifactPlan(
             path=q.path,
-            where="nothing to quantize ahead (online: vLLM quantizes as it loads)",
+            where=f"nothing to quantize ahead (online: {ENGINE} quantizes as it loads)",
             files=downloads,
             time_seconds=0.0,
             time="nothing to quantize ahead (online)",

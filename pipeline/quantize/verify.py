@@ -16,6 +16,7 @@ their shapes, must be exactly the ones oneshot would (the planner's `targeted` l
 
 from pathlib import Path
 
+from pipeline.config.engine_name import ENGINE
 from pipeline.core.errors import ArtifactCheckError, first_line
 from pipeline.models import hf_load
 from pipeline.planning.geometry import Geometry
@@ -151,15 +152,15 @@ def reload(artifact: Path, params: int) -> dict:
     plain = _reload(artifact)
     if plain["transformers"]:
         return plain
-    vllm = {**plain, "reason": f"{plain['reason']}; vLLM loads it"}
+    engine_only = {**plain, "reason": f"{plain['reason']}; {ENGINE} loads it"}
     if not moe_view.needed(artifact):
-        return vllm
+        return engine_only
     with tempfile.TemporaryDirectory() as tmp:  # the view the hf eval backend loads
         view = _reload(moe_view.ensure(artifact, Path(tmp) / "view"))
     if not view["transformers"]:
-        return vllm
+        return engine_only
     why = moe_view.why(artifact)
-    return {**plain, "reason": f"{plain['reason']}: {why}; vLLM loads it", "hf_view": True}
+    return {**plain, "reason": f"{plain['reason']}: {why}; {ENGINE} loads it", "hf_view": True}
 
 
 SHOWN_KEYS = 4  # unexpected / missing names kept in the manifest

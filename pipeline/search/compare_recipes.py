@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pipeline.chain import flow
 from pipeline.chain import plan as chain_plan  # the stages: not loaded before a dry run
+from pipeline.config.engine_name import ENGINE
 from pipeline.config.strict import display
 from pipeline.core.errors import PipelineError, UserError
 from pipeline.core.files import sha256_json, write_json_atomic
@@ -378,7 +379,7 @@ def write_plot(rows: list[Row], model: str, path: Path) -> bool:
             if origs:
                 ax.plot([origs[0]], [at_original], "k*", markersize=12, label="original")
             top = _throughput_of(served[0])["concurrency"]
-            ax.set_xlabel(f"output tokens/s at concurrency {top} (vLLM)")
+            ax.set_xlabel(f"output tokens/s at concurrency {top} ({ENGINE})")
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)

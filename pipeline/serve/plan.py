@@ -11,21 +11,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline.config.engine_name import ENGINE, PINNED
 from pipeline.config.recipe import RecipeFile, ServeSettings
 from pipeline.config.strict import validated
-from pipeline.core import devices, serving_env
+from pipeline.core import devices
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.stage_plan import Options, StagePlan, Upstream
+from pipeline.engines import bench, engine_plan, server, serving_env, sizing
+from pipeline.engines import placement as placing
 from pipeline.models.tiny import build as tiny_build
 from pipeline.perf import bound, host, timing
-from pipeline.planning import deployment, engine_plan, engines, layout, parallel
-from pipeline.planning.engine_plan import Traffic
+from pipeline.planning import deployment, layout, parallel
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import GPUS_PER_NODE
-from pipeline.planning.placement import Placement, SidePlace
 from pipeline.planning.weights import artifact_bytes
-from pipeline.serve import server
-from pipeline.serve.measure import max_model_len_of
 
 if TYPE_CHECKING:
     from pipeline.artifact import Artifact
@@ -47,7 +46,7 @@ class ServePlan(StagePlan):
 
 def plan(a: "Artifact", options: Options, up: Upstream) -> ServePlan:
     s = a.recipe.spec.serve
-    traffic = Traffic(max(s.concurrency), s.input_len + s.output_len)
+    traffic = engine_plan.Traffic(max(s.concurrency), s.input_len + s.output_len)
     original = a.geometry.original_bytes
     sides = {"original": original, a.recipe.name: up.artifact_bytes or original}
     placed_here = engine_plan.on_this_host(a.geometry, sides, up.visible, traffic, a.recipe)
@@ -81,7 +80,7 @@ def plan(a: "Artifact", options: Options, up: Upstream) -> ServePlan:
     return found
 
 
-def _engines_as_placed(found: ServePlan, placed: Placement, sides: dict) -> None:
+def _engines_as_placed(found: ServePlan, placed: placing.Placement, sides: dict) -> None:
     """Each engine as the placement sizes it (the command line's --tensor-parallel-size …)."""
     for label, engine in found.engines.items():
         side = placed.side("original" if label == "original" else "quantized")
@@ -137,7 +136,9 @@ def work(g: Geometry, recipe, settings, hw, gpus: int = 1) -> dict:
     return levels
 
 
-def planned(q: "Artifact", overrides: dict | None = None) -> tuple[ServeSettings, Placement]:
+def planned(
+    q: "Artifact", overrides: dict | None = None
+) -> tuple[ServeSettings, placing.Placement]:
     """The artifact's serve settings (the recipe's, the command line's overrides, as placed)
     and where each side runs: what the stage starts and what its dry run shows. Refuses a
     tensor-parallel size vLLM would refuse (UserError) or one larger than the GPUs seen
@@ -153,7 +154,7 @@ def planned(q: "Artifact", overrides: dict | None = None) -> tuple[ServeSettings
         raise NotOnThisHost(
             f"tensor_parallel_size {settings.tensor_parallel_size} × pipeline_parallel_size "
             f"{settings.pipeline_parallel_size}: no GPU visible, and on a CPU the pipeline serves "
-            "each side as one vLLM engine (ranks would split this host's cores, measuring "
+            f"each side as one {ENGINE} engine (ranks would split this host's cores, measuring "
             "nothing a GPU layout does): leave them at 1 here, or serve on a GPU host"
         )
     settings = _as_placed(settings, placement.side("quantized"))
@@ -187,7 +188,7 @@ def _expert_parallel(q: "Artifact", settings: ServeSettings, overrides: dict):
     return settings.model_copy(update={"expert_parallel": found.expert_parallel})
 
 
-def original_settings(settings: ServeSettings, placement: Placement) -> ServeSettings:
+def original_settings(settings: ServeSettings, placement: placing.Placement) -> ServeSettings:
     """The original as it is served without the pipeline: its own 16-bit KV cache (an FP8 KV
     cache is part of what a recipe buys, so it is compared against the original's), on the GPUs
     the placement gave it (it may need more than the artifact)."""
@@ -196,7 +197,7 @@ def original_settings(settings: ServeSettings, placement: Placement) -> ServeSet
 
 
 def launches(
-    q: "Artifact", settings: ServeSettings, placement: Placement
+    q: "Artifact", settings: ServeSettings, placement: placing.Placement
 ) -> dict[str, server.Launch]:
     """Each side's vLLM server as the stage starts it ({"original", "quantized"}), for the dry
     run: the stage picks free ports at start-up; here 8000 and 8001, so that both lines paste
@@ -209,17 +210,17 @@ def launches(
             original if q.recipe.online else q.artifact,
             q.recipe.name,
             settings,
-            q.recipe.vllm_args(),
+            q.recipe.engine_args(),
         ),
     }
     return {
         key: server.launch(Path(model), f"{q.ref.name}-{name}", s, 8000 + i,
-                           max_model_len_of(q.geometry, s), extra, placement.side(key).gpus)
+                           bench.max_model_len_of(q.geometry, s), extra, placement.side(key).gpus)
         for i, (key, (model, name, s, extra)) in enumerate(sides.items())
     }  # fmt: skip
 
 
-def _placed(q: "Artifact", settings: ServeSettings, overrides: dict) -> Placement:
+def _placed(q: "Artifact", settings: ServeSettings, overrides: dict) -> placing.Placement:
     """Where each side runs on the GPUs this process sees. Each side's TP comes from the
     planner for the sweep's largest concurrency × (input + output) tokens, unless the recipe
     or the command line sets tensor_parallel_size (then both sides take it). With the cached
@@ -229,8 +230,8 @@ def _placed(q: "Artifact", settings: ServeSettings, overrides: dict) -> Placemen
     given = "tensor_parallel_size" in q.recipe.spec.serve.model_fields_set | set(overrides)
     users, context = max(settings.concurrency), settings.input_len + settings.output_len
     sides = [
-        engines.ServeSide("original", "original", q.geometry.original_bytes, "auto"),
-        engines.ServeSide(
+        sizing.ServeSide("original", "original", q.geometry.original_bytes, "auto"),
+        sizing.ServeSide(
             "quantized",
             q.recipe.name,
             artifact_bytes(q.recipe, q.geometry),
@@ -238,7 +239,7 @@ def _placed(q: "Artifact", settings: ServeSettings, overrides: dict) -> Placemen
             q.recipe,
         ),
     ]
-    found = engines.serve_placement(
+    found = sizing.serve_placement(
         q.geometry,
         sides,
         devices.seen(),
@@ -247,11 +248,11 @@ def _placed(q: "Artifact", settings: ServeSettings, overrides: dict) -> Placemen
         settings.tensor_parallel_size if given else None,
         settings.gpu_memory_utilization,
         settings.pipeline_parallel_size,
-        max_model_len=max_model_len_of(q.geometry, settings),  # what the servers start with
+        max_model_len=bench.max_model_len_of(q.geometry, settings),  # what the servers start with
     )
     if settings.original == "paired" or found.mode == "cpu":
         return found
-    return Placement(
+    return placing.Placement(
         "alone",
         found.sides,
         f"the original from its cached reference, the artifact served alone; each where a "
@@ -259,7 +260,7 @@ def _placed(q: "Artifact", settings: ServeSettings, overrides: dict) -> Placemen
     )
 
 
-def _as_placed(settings: ServeSettings, placed: SidePlace) -> ServeSettings:
+def _as_placed(settings: ServeSettings, placed: placing.SidePlace) -> ServeSettings:
     if not placed.gpus:  # CPU: the settings as they are
         return settings
     update = {
@@ -279,7 +280,7 @@ def check_fit(
     if g is not None and (why := parallel.tp_refusal(tp, g)):
         valid = parallel.tensor_parallel_sizes(g, GPUS_PER_NODE)
         raise UserError(
-            f"tensor_parallel_size {tp}: vLLM refuses it for this model: {why} "
+            f"tensor_parallel_size {tp}: {ENGINE} refuses it for this model: {why} "
             f"(valid within a node: {', '.join(map(str, valid))})"
         )
     if recipe is not None and g is not None:
@@ -305,6 +306,6 @@ def _check_layout(tp: int, expert_parallel: bool, g: Geometry, recipe: RecipeFil
             loads.append(f"{size} with --expert-parallel" if found.expert_parallel else str(size))
     why = why.replace(f"({layout.EP_FLAG})", "(--expert-parallel)")
     raise UserError(
-        f"tensor_parallel_size {tp}: vLLM 0.32 would refuse {recipe.name}'s artifact: {why} "
+        f"tensor_parallel_size {tp}: {PINNED} would refuse {recipe.name}'s artifact: {why} "
         f"(loads at TP {', '.join(loads) or 'none within a node'})"
     )

@@ -4,7 +4,7 @@ throughput under load — next to the original model measured the same way.
     python -m pipeline serve --model tiny-llama --recipe fp8     # = make serve RECIPE=fp8
 
 By default the original is served beside the artifact and the two are benchmarked alternately
-(pipeline/serve/measure.py), so their ratios are paired; its measurement is also kept as a
+(pipeline/engines/vllm/bench.py), so their ratios are paired; its measurement is also kept as a
 reference per (model, serve settings, vLLM version, host) and placement (TP, PP, GPU share) in
 runs/<model>/original/serve/<key>/<placement>/, which `--original cached` compares against
 instead (no second server; the ratio then carries whatever changed on the host in between).
@@ -31,22 +31,23 @@ from pathlib import Path
 from typing import ClassVar
 
 from pipeline.artifact import AfterQuantize, Artifact
+from pipeline.config.engine_name import PACKAGE
 from pipeline.config.recipe import ServeSettings
-from pipeline.core import devices, environment, serving_env
+from pipeline.core import devices, environment
 from pipeline.core.errors import ServerError, UserError
 from pipeline.core.files import sha256_json, staging_dir, waiting_lock, write_json_atomic
 from pipeline.core.rundir import StageEntry
+from pipeline.engines import bench, server, serving_env
+from pipeline.engines import placement as placing
 from pipeline.models import kv_layout
 from pipeline.planning import kv_cache
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import this_node
-from pipeline.planning.placement import Placement, SidePlace
 from pipeline.planning.weights import artifact_bytes
-from pipeline.serve import cost, server, slo
+from pipeline.serve import cost, slo
 from pipeline.serve import plan as serve_plan
 from pipeline.serve import results as serve_results
 from pipeline.serve.compare import compare
-from pipeline.serve.measure import Side, measure
 from pipeline.serve.results import EngineFacts, Measurement, Predicted, ServeResults, Slo
 
 # not inputs of the measurement: where and how long to wait for the server
@@ -59,7 +60,9 @@ PLACED = {"tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilizat
 class ServeStage(AfterQuantize):
     quantize: Artifact
     settings: ServeSettings
-    placement: Placement  # each side's GPUs, TP and share (pipeline/planning/placement.py)
+    placement: (
+        placing.Placement
+    )  # each side's GPUs, TP and share (pipeline/engines/vllm/placement.py)
     port: int | None = None
     name: ClassVar[str] = "serve"
     folder: ClassVar[str] = "serve"
@@ -125,13 +128,13 @@ class ServeStage(AfterQuantize):
         placed = self.placement.side("original")
         return _where(_record(placed), placement_name(self.original_settings(), placed))
 
-    def original_side(self, out: Path, port: int | None = None) -> Side:
+    def original_side(self, out: Path, port: int | None = None) -> bench.Side:
         name = f"{self.quantize.ref.name}-original"
         placed = self.placement.side("original")
         model = self.quantize.model_path
         if model is None:  # set when the quantize stage's inputs were read (load_inputs)
             raise RuntimeError(f"{name}: the original's files were not materialized")
-        return Side("original", model, name, self.original_settings(), out,
+        return bench.Side("original", model, name, self.original_settings(), out,
                     port, gpus=placed.gpus, placement=_record(placed))  # fmt: skip
 
     def original(self) -> tuple[Measurement, bool]:
@@ -147,7 +150,7 @@ class ServeStage(AfterQuantize):
                 flush=True,
             )
             with keep_incomplete(folder) as tmp:
-                results = measure([self.original_side(tmp, self.port)])["original"]
+                results = bench.measure([self.original_side(tmp, self.port)])["original"]
             return Measurement.model_validate(results), False
 
     def keep_reference(self, measured: Path) -> None:
@@ -182,22 +185,22 @@ class ServeStage(AfterQuantize):
         q = self.quantize
         name = f"{q.ref.name}-{q.recipe.name}"
         placed = self.placement.side("quantized")
-        mine_side = Side("quantized", q.artifact, name, self.settings, out, self.port,
-                         q.recipe.vllm_args(), placed.gpus, _record(placed))  # fmt: skip
+        mine_side = bench.Side("quantized", q.artifact, name, self.settings, out, self.port,
+                         q.recipe.engine_args(), placed.gpus, _record(placed))  # fmt: skip
         with_original = self.settings.original == "paired"
         is_paired = with_original and self.placement.paired
         if with_original:
             sides = [self.original_side(out / "original"), mine_side]
             if is_paired:
-                measured = measure(sides, start_in_turn=self.placement.start_in_turn)
+                measured = bench.measure(sides, start_in_turn=self.placement.start_in_turn)
             else:
                 print(f"  serving one after the other: {self.placement.reason}", flush=True)
-                measured = {**measure(sides[:1]), **measure(sides[1:])}
+                measured = {**bench.measure(sides[:1]), **bench.measure(sides[1:])}
             base, base_cached = Measurement.model_validate(measured["original"]), False
             self.keep_reference(out / "original")
         else:
             base, base_cached = self.original()
-            measured = measure([mine_side])
+            measured = bench.measure([mine_side])
         mine = Measurement.model_validate(measured["quantized"])
         predicted = self._predicted(base, mine)
         slo_found = self._slo(base, mine, predicted)
@@ -305,7 +308,7 @@ def kv_pool_bytes(
     return None
 
 
-def _parallel(placement: Placement, key: str) -> tuple[int, int]:
+def _parallel(placement: placing.Placement, key: str) -> tuple[int, int]:
     """The side's TP and PP (1, 1 where the placement does not name it)."""
     placed = next((s for s in placement.sides if s.key == key), None)
     return (placed.tensor_parallel_size, placed.pipeline_parallel_size) if placed else (1, 1)
@@ -314,18 +317,18 @@ def _parallel(placement: Placement, key: str) -> tuple[int, int]:
 def _host_inputs() -> dict:
     host = environment.host()
     return {
-        "vllm": serving_env.version(),
+        PACKAGE: serving_env.version(),
         "cpu": host["cpu"],
         "cpu_count": host["cpu_count"],
         "gpus": host["gpus"],
     }
 
 
-def _record(placed: SidePlace) -> dict | None:
+def _record(placed: placing.SidePlace) -> dict | None:
     return placed.record() if placed.gpus else None
 
 
-def placement_name(settings: ServeSettings, placed: SidePlace) -> str:
+def placement_name(settings: ServeSettings, placed: placing.SidePlace) -> str:
     """A reference's folder within its key: the original's TP, PP and GPU share as placed
     ("tp1-gpu0.45", "tp2-pp2-gpu0.9", "tp1-cpu": on a CPU the share means nothing)."""
     tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size

@@ -4,7 +4,7 @@
 
 DIR/request.json: prompts (token ids), max_new_tokens, batch_sizes, kv_cache_dtype,
 quantization (null or vLLM's online method), max_model_len, engine (as
-pipeline/planning/engines.py sized it). Writes DIR/answers.json — per batch size, the generated
+pipeline/engines/vllm/sizing.py sized it). Writes DIR/answers.json — per batch size, the generated
 token ids per prompt (an EOS that ended one is its last id) — renamed into place when complete.
 """
 

@@ -5,7 +5,7 @@
 
 QUANTIZATION: "none", or an online method vLLM applies as it loads the weights ("fp8").
 ENGINE_JSON: tensor_parallel_size, gpu_memory_utilization, max_num_seqs, enforce_eager, as the
-pipeline's planner sized them (pipeline/planning/engines.py).
+pipeline's planner sized them (pipeline/engines/vllm/sizing.py).
 
 TOP = -1 asks for the whole vocabulary (exact; fine for small vocabularies), else the TOP most
 likely tokens per position plus the actual next token. Windows go through vLLM BATCH at a time,

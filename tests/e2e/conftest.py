@@ -106,7 +106,7 @@ ONE_SIDE = [*SWEEP, "--repeats", "1", "--original", "cached"]
 
 
 def needs_serving_env():
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     if not serving_env.available():
         pytest.skip("serving env not built (make setup)")

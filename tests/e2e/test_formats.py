@@ -50,7 +50,7 @@ def test_format_serves_where_the_host_has_a_kernel_else_is_refused(
     quantized, session_runs, name, scheme
 ):
     from pipeline.config import recipe
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     needs_serving_env()
     quantized(name)

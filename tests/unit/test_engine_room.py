@@ -1,13 +1,15 @@
 """The serving engine behind one door: the modules that name vLLM in code (imports, names,
-string constants; docstrings and comments aside) outside its room. The house's goal is at most
-15 (everything that knows vLLM in a folder named for it); until then this count may only fall,
-and lowering NAMED_NOW as it falls keeps it there."""
+string constants; docstrings and comments aside) outside its room (pipeline/engines/: the stages
+reach it through pipeline.engines' map). The house's rule is at most 15; 7 do today: the help
+text, the model card, the recipe schema, config/engine_name.py (the name said once for the layers
+below the room), the lm-eval task script, the GPU host check's rows. The count may only fall:
+lower NAMED_NOW as it does."""
 
 import ast
 from pathlib import Path
 
 ROOMS = ("pipeline/vllm_scripts/", "pipeline/engines/")  # scripts run in vLLM's env; the room
-NAMED_NOW = 48
+NAMED_NOW = 7
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

@@ -5,9 +5,10 @@ import argparse
 from tabulate import tabulate
 
 from pipeline.config import recipe
-from pipeline.core import serving_env
+from pipeline.config.engine_name import ENGINE
 from pipeline.core.outcome import Outcome
 from pipeline.core.runs import Runs
+from pipeline.engines import serving_env
 
 NAME = "recipes"
 
@@ -16,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pass  # no flags of its own
 
 
-HEADERS = ("recipe", "scheme", "how", "serves on (vLLM)", "GPU capability", "description")
+HEADERS = ("recipe", "scheme", "how", f"serves on ({ENGINE})", "GPU capability", "description")
 
 
 def rows() -> list[tuple[str, ...]]:
@@ -26,7 +27,7 @@ def rows() -> list[tuple[str, ...]]:
         rf = recipe.load(name)
         scheme = rf.scheme()
         how = "+".join(n.removesuffix("Modifier") for n, _ in rf.modifiers())
-        how = how or f"vLLM online {rf.online}"
+        how = how or f"{ENGINE} online {rf.online}"
         serves, capability = serving_env.serves_on(rf), serving_env.gpu_capability(scheme)
         found.append((name, scheme.name if scheme else "-", how, serves, capability,
                       rf.spec.description))  # fmt: skip

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from pipeline.eval.plan import BATCH_WINDOWS
+from pipeline.config.engine_defaults import BATCH_WINDOWS
 from pipeline.models import hf_load
 
 NAME = "hf"

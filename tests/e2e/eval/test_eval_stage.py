@@ -286,7 +286,7 @@ def test_backends_agree_and_keep_their_own_results(tmp_path, session_runs, tiny_
     perplexity by well under 0.5% and per-token KL by ~1e-5 here; a larger gap is a real kernel
     or loading difference.
     hf, then vllm, then hf again: the third is cached (each backend keeps its own result)."""
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     if not serving_env.available():
         pytest.skip("serving env not built (make setup)")
@@ -333,7 +333,7 @@ def test_lm_eval_task_through_vllm_agrees_with_hf(quantized):
     """lm-eval's vllm model in the serving env (bf16) vs its hf model here (float32), same
     artifact and documents: 160 log-likelihood comparisons; bf16 may flip near-ties only."""
     from pipeline.config.recipe import TaskSpec
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
     from pipeline.eval import tasks
 
     if not serving_env.available():
@@ -347,7 +347,7 @@ def test_lm_eval_task_through_vllm_agrees_with_hf(quantized):
 
 
 def test_vllm_backend_refuses_w4a16_where_its_kernels_are_missing(quantized, session_runs):
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     if not serving_env.available() or serving_env.capabilities()["w4a16"]:
         pytest.skip("needs a serving env whose vLLM lacks the W4A16 CPU kernel")

@@ -23,7 +23,7 @@ def test_run_with_an_auto_gptq_artifact_ends_with_the_summary(
     Test-sized: the eval settings of a recipe with a 1,024-token budget and no generation
     (`RECIPE=` picks whose settings apply; vLLM's answers are the eval tests'), served against
     the original's cached measurement (served_fp8's)."""
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     needs_serving_env()
     args = ["run", "--artifact", str(external["auto_gptq"]), "--recipe", str(small_recipe)]

@@ -249,7 +249,7 @@ def test_zoo_serves_where_the_host_can_else_refuses_before_anything(
 ):
     """vLLM 0.32's CPU MoE kernels (FP8, INT4, INT8) all need AMX: on other CPUs the probe
     refuses a quantized MoE up front (the engine would fail after serving the original)."""
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     if not serving_env.available():
         pytest.skip("serving env not built (make setup)")

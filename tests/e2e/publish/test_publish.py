@@ -281,9 +281,9 @@ def test_the_cards_deploy_commands_serve_the_published_model(
 
     from pipeline.config.recipe import ServeSettings
     from pipeline.core import environment, procs
-    from pipeline.core.serving_env import SERVE_PYTHON, available
-    from pipeline.serve import server as vllm_server
-    from pipeline.serve.server import free_port, get
+    from pipeline.engines.vllm import server as vllm_server
+    from pipeline.engines.vllm.server import free_port, get
+    from pipeline.engines.vllm.serving_env import SERVE_PYTHON, available
 
     if not available():
         pytest.skip("serving env not built (make setup)")

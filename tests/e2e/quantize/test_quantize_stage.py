@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import recipe
-from pipeline.core import serving_env
 from pipeline.core.errors import INTERRUPTED
 from pipeline.core.same_tensors import differences
+from pipeline.engines.vllm import serving_env
 from pipeline.gpu_host import resume_check as gpu_resume_check
 from pipeline.quantize.artifact import tensors
 from tests.conftest import REPO, SERVE_PYTHON, cli
@@ -331,7 +331,7 @@ def _stored_files(url: str, rel: str) -> dict:
 
 @pytest.fixture(scope="session")
 def vllm_caps() -> dict:
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     if not serving_env.available():
         pytest.skip("serving env not built (make setup)")

@@ -209,7 +209,7 @@ def test_an_artifact_serves_beside_the_original_where_its_kernel_exists(
     emulate its scaled_mm; served_fp8's paired run, no server of its own), W4A16 (gptq) where
     the CPU's build has the kernel (AVX-512, GPUs), against the original served_fp8 measured
     (pairing is served_fp8's). Refused elsewhere: the next test."""
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     needs_serving_env()
     if name == "fp8":
@@ -231,7 +231,7 @@ def test_an_artifact_serves_beside_the_original_where_its_kernel_exists(
 
 def test_w4a16_is_refused_in_one_line_where_the_kernel_is_missing(session_runs):
     """Where the build lacks W4A16 (AVX2): exit 4, saying why, before any server starts."""
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     needs_serving_env()
     if serving_env.capabilities()["w4a16"]:
@@ -243,7 +243,7 @@ def test_w4a16_is_refused_in_one_line_where_the_kernel_is_missing(session_runs):
 def test_fp8_kv_cache_doubles_kv_capacity_where_it_runs(quantized, session_runs, tiny_model):
     """fp8-kv serves with kv_cache_dtype fp8: twice the original's KV tokens in the same pool,
     as the planner predicts. vLLM's CPU attention has FP8 KV only with AVX-512/AMX."""
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     needs_serving_env()
     quantized("fp8-kv")
@@ -272,10 +272,10 @@ def test_engine_sizes_the_fp8_kv_pool_as_planned(quantized, tmp_path, tiny_model
     (AVX2). Where it serves, test_fp8_kv_cache_doubles_kv_capacity_where_it_runs compares the
     same figures from its serve run: no second engine start for it."""
     from pipeline.config.recipe import ServeSettings
-    from pipeline.core import procs, serving_env
+    from pipeline.core import procs
+    from pipeline.engines.vllm import engine_facts, serving_env
+    from pipeline.engines.vllm import server as vllm_server
     from pipeline.planning import kv_cache
-    from pipeline.serve import engine_facts
-    from pipeline.serve import server as vllm_server
 
     needs_serving_env()
     config = json.loads((tiny_model / "config.json").read_text())
@@ -409,7 +409,7 @@ def test_sigterm_during_engine_start_up_stops_everything_in_one_line(
 def test_bad_artifact_and_startup_timeout_end_cleanly(tmp_path, tiny_model):
     from pipeline.config.recipe import ServeSettings
     from pipeline.core.errors import ServerError
-    from pipeline.serve.server import Server
+    from pipeline.engines.vllm.server import Server
 
     needs_serving_env()
     broken = tmp_path / "broken"
@@ -438,7 +438,7 @@ def test_vllm_online_fp8_is_measured_where_the_build_can_else_refused_up_front(s
     """vllm-fp8: the original served with `--quantization fp8` beside itself served plainly.
     vLLM 0.32's CPU wheel stubs the FP8 activation kernel: there every command that would run
     it exits 4 with one line before anything starts; quantize records the online entry."""
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     needs_serving_env()
     quantize = cli("quantize", "--recipe", "vllm-fp8", runs=session_runs)
@@ -473,7 +473,7 @@ def test_sides_served_one_after_the_other_are_unpaired_and_say_so(
 
     from pipeline.core.runs import Runs
     from pipeline.core.stage import execute
-    from pipeline.planning.placement import Placement
+    from pipeline.engines.vllm.placement import Placement
     from pipeline.quantize.request import QuantizeRequest
     from pipeline.quantize.stage import QuantizeStage
     from pipeline.serve.stage import ServeStage

@@ -206,7 +206,7 @@ def test_serve_dry_run_shows_each_sides_launch_with_the_parallel_sizes_asked(
     """`serve --pipeline-parallel-size 2 --dry-run --json` on 8 × H100 (the stand-in): each side
     as the stage would start it — its GPUs, TP × PP and vLLM's `mp` executor (one node: no Ray,
     which the CUDA serving env does not have)."""
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
     from tests.conftest import stamped_serving_env
     from tests.unit.core.test_devices import standin
 

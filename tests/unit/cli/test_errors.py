@@ -44,8 +44,8 @@ def test_dry_run_json_for_every_recipe_on_every_alias(tmp_path, monkeypatch, cap
         assert code in (0, 4)  # 4: this host refuses the plan (its memory or disk), printed
         plan = json.loads(capsys.readouterr().out)
         if "online" in plan:  # vLLM quantizes at load: FP8 in memory, the 16-bit checkpoint
-            ratio = plan["online"]["in_vllm_estimate"] / plan["online"]["weights_bf16"]
-            assert plan["online"]["vllm_args"] == ["--quantization", "fp8"]
+            ratio = plan["online"]["in_engine_estimate"] / plan["online"]["weights_bf16"]
+            assert plan["online"]["engine_args"] == ["--quantization", "fp8"]
         else:
             ratio = plan["memory_bytes"]["artifact_estimate"] / plan["memory_bytes"]["weights_bf16"]
         assert 0.2 < ratio < 0.75
@@ -61,7 +61,7 @@ SERVE_CASES = {
 def test_bad_serve_input_is_one_line_exit_2(tmp_path, case, cpu_host_env):
     """On a host that serves: a CPU host (the CUDA build where no GPU is visible refuses a serve
     before it reads the settings, exit 4: tests/unit/serve/test_serving_env.py)."""
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     if not serving_env.available():
         pytest.skip("serving env not built (make setup)")

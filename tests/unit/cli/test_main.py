@@ -109,7 +109,7 @@ def test_user_error_is_exit_2_with_a_json_outcome(capsys, tmp_path, monkeypatch)
 
 def test_host_refusal_is_exit_4(capsys, tmp_path, monkeypatch, cpu_host_env):
     """A CPU host's vLLM without the kernels (AVX2, no AMX)."""
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
 
     monkeypatch.setenv("RUNS_DIR", str(tmp_path))
     monkeypatch.setattr(serving_env, "available", lambda: True)

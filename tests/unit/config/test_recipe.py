@@ -29,7 +29,7 @@ def test_the_required_recipes_ship_with_their_schemes():
     assert mods["awq"] == ["AWQModifier", "QuantizationModifier"]
     assert mods["int8"] == ["SmoothQuantModifier", "GPTQModifier"]
     kv = {name for name in schemes if recipe.load(name).kv_cache_scheme()}
-    assert {n for n in schemes if recipe.load(n).vllm_args()} == {"vllm-fp8"}
+    assert {n for n in schemes if recipe.load(n).engine_args()} == {"vllm-fp8"}
     assert kv == {"fp8-kv"} and recipe.load("fp8-kv").spec.serve.kv_cache_dtype == "fp8"
     assert mods["w4a16-rtn"] == ["QuantizationModifier"]
 
@@ -106,4 +106,4 @@ def test_online_recipes_have_no_quantization_section_and_others_need_one(tmp_pat
     with pytest.raises(UserError, match="online"):
         recipe.load(str(_write(tmp_path, "description: x\nonline: int3\n")))
     online = recipe.load(str(_write(tmp_path, "description: x\nonline: fp8\n")))
-    assert online.vllm_args() == ["--quantization", "fp8"] and online.scheme().weight_bits == 8
+    assert online.engine_args() == ["--quantization", "fp8"] and online.scheme().weight_bits == 8

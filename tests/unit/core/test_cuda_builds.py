@@ -1,6 +1,7 @@
 """The CUDA build `make setup` installs on a GPU host follows the GPUs' driver
-(pipeline/core/cuda_builds.py): the stand-in nvidia-smi at R535, R550, R570 and R580 (published
-driver releases; tests/gpu_hosts), `make -n setup` printing the torch and vLLM it would take.
+(pipeline/engines/vllm/cuda_builds.py): the stand-in nvidia-smi at R535, R550, R570 and R580
+(published driver releases; tests/gpu_hosts), `make -n setup` printing the torch and vLLM it
+would take.
 Nothing is downloaded: this host reaches neither PyTorch's index nor vLLM's release assets."""
 
 import os
@@ -8,8 +9,8 @@ import subprocess
 
 import pytest
 
-from pipeline.core import cuda_builds
-from pipeline.core.cuda_builds import NoBuild, chosen
+from pipeline.engines.vllm import cuda_builds
+from pipeline.engines.vllm.cuda_builds import NoBuild, chosen
 from tests.conftest import REPO
 from tests.unit.core.test_devices import STANDIN
 
@@ -82,7 +83,7 @@ def test_make_setup_on_r580_takes_pypis_cuda_13_builds_and_cuda_overrides(tmp_pa
 def test_check_refuses_before_anything_is_removed_or_downloaded(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{STANDIN}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("STANDIN_GPUS", "h100x1-r550")
-    done = subprocess.run(["python3", "-m", "pipeline.core.cuda_builds", "check", "13.0"],
+    done = subprocess.run(["python3", "-m", "pipeline.engines.vllm.cuda_builds", "check", "13.0"],
                           cwd=REPO, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [

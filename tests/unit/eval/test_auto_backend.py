@@ -6,7 +6,8 @@ from dataclasses import astuple
 from types import SimpleNamespace
 
 from pipeline.config import recipe
-from pipeline.core import environment, serving_env
+from pipeline.core import environment
+from pipeline.engines.vllm import serving_env
 from pipeline.eval import backend_choice
 
 

@@ -6,7 +6,7 @@ import json
 import struct
 
 from pipeline.core import environment
-from pipeline.eval.backends import vllm
+from pipeline.engines.vllm import eval_backend
 from pipeline.models import aliases
 from tests.unit.core.test_devices import standin
 
@@ -24,6 +24,6 @@ def test_an_8b_originals_engine_on_one_h100(monkeypatch, tmp_path):
     standin(monkeypatch, "h100x1")
     config = aliases.load_config(aliases.resolve("llama3-8b"))
     _checkpoint(tmp_path / "llama3-8b", config, 16 * 2**30)
-    engine = vllm.engine_for(tmp_path / "llama3-8b", 513, environment.gpus())
+    engine = eval_backend.engine_for(tmp_path / "llama3-8b", 513, environment.gpus())
     assert engine.tensor_parallel_size == 1 and not engine.enforce_eager
     assert "16.0 GiB of weights" in engine.reason

@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 from pipeline.config.recipe import EvalSettings, TaskSpec
-from pipeline.eval import engine_identity, reference_key, tasks
+from pipeline.engines.vllm import engine_identity
+from pipeline.eval import reference_key, tasks
 from tests.unit.core.test_devices import standin
 
 MODEL = {"name": "tiny-llama", "content_sha256": "abc"}
@@ -44,7 +45,7 @@ def test_the_original_task_scores_are_keyed_by_the_engine_too(monkeypatch):
 
 
 def test_the_vllm_identity_is_its_bf16_engine_and_the_serving_envs_build(monkeypatch, tmp_path):
-    from pipeline.core import serving_env
+    from pipeline.engines.vllm import serving_env
     from tests.unit.serve.test_cuda_driver_refusal import fake_serving_env
 
     python = fake_serving_env(tmp_path, cuda="12.8")
@@ -63,7 +64,7 @@ def test_the_identity_imports_no_torch():
     """A cached eval must stay under a second: the keys are made before any torch import."""
     code = (
         "import sys, time; t = time.monotonic()\n"
-        "from pipeline.eval import engine_identity\n"
+        "from pipeline.engines import engine_identity\n"
         "engine_identity.identity('hf'); engine_identity.identity('vllm')\n"
         "print('torch' in sys.modules, round(time.monotonic() - t, 3))\n"
     )

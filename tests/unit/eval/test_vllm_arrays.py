@@ -7,8 +7,8 @@ import importlib.util
 import numpy as np
 import torch
 
-from pipeline.core.paths import VLLM_SCRIPTS
-from pipeline.eval.backends import vllm as backend
+from pipeline.engines.vllm import eval_backend as backend
+from pipeline.engines.vllm.serving_env import VLLM_SCRIPTS
 
 VOCAB = 6
 

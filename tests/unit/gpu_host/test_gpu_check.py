@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from pipeline.core import serving_env
 from pipeline.core.errors import UserError
+from pipeline.engines.vllm import serving_env
 from pipeline.gpu_host import bundle as gpu_bundle
 from pipeline.gpu_host import host_rows
 from tests.conftest import REPO

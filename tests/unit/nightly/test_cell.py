@@ -4,11 +4,11 @@ never from the wording of a message: rewording one changes no verdict."""
 import pytest
 
 from pipeline.chain import flow
-from pipeline.core import serving_env
 from pipeline.core.errors import NotOnThisHost
 from pipeline.core.outcome import Outcome, StageOutcome, overall
 from pipeline.core.runs import Runs
 from pipeline.core.stage_plan import Options
+from pipeline.engines.vllm import serving_env
 from pipeline.nightly import cell, matrix
 from pipeline.quantize.request import QuantizeRequest
 from pipeline.quantize.stage import QuantizeStage

@@ -19,7 +19,7 @@ def test_a_model_beyond_a_node_gets_tp_of_the_node_and_a_stage_per_node():
     found = deployment.fewest(geometry.of(config), load, named("H100-80GB"))
     assert (found.tensor_parallel_size, found.pipeline_parallel_size) == (8, 2)
     assert (found.gpus, found.nodes, found.executor) == (16, 2, "ray")
-    assert found.vllm_flags() == (
+    assert found.engine_flags() == (
         "--tensor-parallel-size 8 --pipeline-parallel-size 2 --distributed-executor-backend ray"
     )
     assert found.max_users >= 100 and "TP 8 × PP 2 on 2 nodes of 8" in found.why
@@ -35,7 +35,7 @@ def test_at_a_size_too_small_for_the_weights_nobody_fits():
     one = deployment.at(geometry.of(config), load, named("H100-80GB"), 1)
     assert one.max_users == 0 and one.kv_room_bytes == 0 and one.executor == "mp"
     two = deployment.at(geometry.of(config), load, named("H100-80GB"), 2)
-    assert two.max_users > 0 and two.vllm_flags() == "--tensor-parallel-size 2"
+    assert two.max_users > 0 and two.engine_flags() == "--tensor-parallel-size 2"
 
 
 def test_plan_and_advise_read_the_same_deployment():

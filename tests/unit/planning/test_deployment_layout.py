@@ -45,7 +45,7 @@ def test_plan_for_qwen3_moe_recommends_a_layout_vllm_loads_and_says_why(capsys, 
     at_eight = [r for r in rows if r["tp"] == 8]
     assert at_eight and all(r["expert_parallel"] for r in at_eight)
     for r in at_eight:
-        assert r["vllm_flags"].endswith(layout.EP_FLAG)
+        assert r["engine_flags"].endswith(layout.EP_FLAG)
         assert any("768-wide experts" in why and "into 96" in why for why in r["refused"])
 
     assert main(["plan", "--model", "qwen3-30b-a3b", "--recipe", recipe_name, *ACCEPTANCE]) == 0
@@ -88,7 +88,7 @@ def test_fewest_passes_over_a_tp_no_split_loads_and_says_why():
         geometry.of(config), Load(weights, "auto", 1, 1000), named("H100-80GB"), recipe=rf
     )
     assert small and small.tensor_parallel_size == 1 and not small.refused
-    assert not small.expert_parallel and layout.EP_FLAG not in small.vllm_flags()
+    assert not small.expert_parallel and layout.EP_FLAG not in small.engine_flags()
     split = deployment.split(geometry.of(config), rf, 4)
     assert split.loads and split.expert_parallel and "into 192" in (split.reason or "")
     assert deployment.split(geometry.of(config), None, 4) == deployment.Split(True)
@@ -107,7 +107,7 @@ def test_advise_recommends_expert_parallel_where_the_plain_split_is_refused(caps
             )
             is None
         )
-        assert (layout.EP_FLAG in r["vllm_flags"]) == r["expert_parallel"]
+        assert (layout.EP_FLAG in r["engine_flags"]) == r["expert_parallel"]
     assert main(argv) == 0
     assert "fp8-block (fp8): vLLM 0.32 would refuse" in capsys.readouterr().out
 

@@ -4,8 +4,9 @@ import pytest
 
 from pipeline.config import recipe
 from pipeline.core.errors import NotOnThisHost
+from pipeline.engines.vllm import sizing
 from pipeline.models import aliases, architecture
-from pipeline.planning import engines, geometry
+from pipeline.planning import geometry
 from pipeline.planning.deployment import Load
 from pipeline.planning.gpus import this_node
 from pipeline.planning.weights import artifact_bytes
@@ -13,7 +14,7 @@ from pipeline.planning.weights import artifact_bytes
 H100 = "NVIDIA H100 80GB HBM3, 81559 MiB"
 
 
-EVAL = engines.llm_budget(4)  # the eval backend's vllm.LLM: max_num_seqs 4
+EVAL = sizing.llm_budget(4)  # the eval backend's vllm.LLM: max_num_seqs 4
 
 
 def _weights(name: str, config: dict) -> int:
@@ -37,11 +38,9 @@ def test_llama3_70b_eval_engines_per_gpu_count(gpus, original_tp, fp8_tp, w4a16_
         weights = _weights(name, config)
         if tp is None:
             with pytest.raises(NotOnThisHost, match=r"need 2 GPUs of 80 GiB .* this host has 1"):
-                engines.engine(geometry.of(config), Load(weights, "auto", 4, 513), host, name, EVAL)
+                sizing.engine(geometry.of(config), Load(weights, "auto", 4, 513), host, name, EVAL)
             continue
-        engine = engines.engine(
-            geometry.of(config), Load(weights, "auto", 4, 513), host, name, EVAL
-        )
+        engine = sizing.engine(geometry.of(config), Load(weights, "auto", 4, 513), host, name, EVAL)
         assert engine.tensor_parallel_size == tp, name
         kwargs = engine.vllm_kwargs()
         assert kwargs == {
@@ -57,13 +56,13 @@ def test_a_longer_batch_needs_more_gpus_for_its_kv_cache():
     config = aliases.load_config(aliases.resolve("llama3-70b"))
     fp8 = _weights("fp8", config)
     # 64 × 4,096 tokens × 320 KiB = 80 GiB of KV: one GPU cannot hold it beside 67.7 GiB
-    engine = engines.engine(geometry.of(config), Load(fp8, "auto", 64, 4096), [H100] * 8, "fp8")
+    engine = sizing.engine(geometry.of(config), Load(fp8, "auto", 64, 4096), [H100] * 8, "fp8")
     assert engine.tensor_parallel_size == 4 and engine.max_num_seqs == 64
 
 
 def test_a_cpu_host_runs_one_eager_engine():
     config = aliases.load_config(aliases.resolve("llama3-8b"))
-    engine = engines.engine(geometry.of(config), Load(16 * 2**30, "auto", 4, 513), [], "original")
+    engine = sizing.engine(geometry.of(config), Load(16 * 2**30, "auto", 4, 513), [], "original")
     assert engine.vllm_kwargs()["tensor_parallel_size"] == 1 and engine.enforce_eager
 
 

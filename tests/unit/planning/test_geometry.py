@@ -46,7 +46,7 @@ def test_computed_once_per_config_and_blind_to_key_order():
 def test_a_cpu_engine_counts_each_vocabulary_matrix_twice():
     """vLLM's CPU build keeps embed_tokens' and lm_head's weights beside their packed copies;
     a tied model has one such matrix."""
-    from pipeline.planning import engine_plan
+    from pipeline.engines.vllm import engine_plan
 
     config = _config("llama3-8b")
     untied, tied = geometry.of(config), geometry.of({**config, "tie_word_embeddings": True})

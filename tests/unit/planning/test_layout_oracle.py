@@ -10,8 +10,8 @@ import pytest
 
 from pipeline.config import recipe
 from pipeline.config.schemes import PRESETS
-from pipeline.core import serving_env
-from pipeline.core.paths import VLLM_SCRIPTS
+from pipeline.engines.vllm import serving_env
+from pipeline.engines.vllm.serving_env import VLLM_SCRIPTS
 from pipeline.models import aliases
 from pipeline.planning import geometry, layout, parallel
 from pipeline.planning.linears import Linear, Style

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from pipeline.config import recipe
 from pipeline.config.recipe import ServeSettings
 from pipeline.core import devices
-from pipeline.planning import engines, geometry, placement
+from pipeline.engines.vllm import placement, server, sizing
+from pipeline.planning import geometry
 from pipeline.planning.weights import artifact_bytes
-from pipeline.serve import server
 from tests.conftest import REPO, cli
 from tests.unit.core.test_devices import STANDIN, standin
 
@@ -29,10 +29,10 @@ def placed(config_file: str, recipe_name: str = "fp8") -> placement.Placement:
     config = json.loads((CONFIGS / config_file).read_text())
     r = recipe.load(recipe_name)
     sides = [
-        engines.ServeSide("original", "original", geometry.of(config).original_bytes, "auto"),
-        engines.ServeSide("quantized", r.name, artifact_bytes(r, geometry.of(config)), "auto"),
+        sizing.ServeSide("original", "original", geometry.of(config).original_bytes, "auto"),
+        sizing.ServeSide("quantized", r.name, artifact_bytes(r, geometry.of(config)), "auto"),
     ]
-    return engines.serve_placement(geometry.of(config), sides, devices.seen(), USERS, CONTEXT)
+    return sizing.serve_placement(geometry.of(config), sides, devices.seen(), USERS, CONTEXT)
 
 
 def launched(side: placement.SidePlace) -> server.Launch:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pipeline.core import serving_env
+from pipeline.engines.vllm import serving_env, shm_rings
 from pipeline.planning import shm
 from tests.conftest import REPO
 from tests.unit.core.test_devices import STANDIN
@@ -35,11 +35,11 @@ def test_the_bytes_counted_are_those_vllms_queues_map():
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     broadcast, response, tp_group = json.loads(done.stdout.strip().splitlines()[-1])
-    assert broadcast == shm.ring_bytes(4, 16 * shm.MIB, 10)
-    assert response == shm.ring_bytes(1, 24 * shm.MIB, 10)
-    assert tp_group == shm.ring_bytes(3, 4 * shm.MIB, 6)
-    assert shm.vllm_bytes(4) == broadcast + 4 * response + tp_group
-    assert shm.vllm_bytes(1) == 0  # one process: no queue
+    assert broadcast == shm_rings.ring_bytes(4, 16 * shm.MIB, 10)
+    assert response == shm_rings.ring_bytes(1, 24 * shm.MIB, 10)
+    assert tp_group == shm_rings.ring_bytes(3, 4 * shm.MIB, 6)
+    assert shm_rings.vllm_bytes(4) == broadcast + 4 * response + tp_group
+    assert shm_rings.vllm_bytes(1) == 0  # one process: no queue
 
 
 def _in_a_64_mib_container(argv: list[str], tmp_path) -> subprocess.CompletedProcess:

@@ -3,7 +3,7 @@ when odd, so a drift in the host's load falls on both sides alike. vLLM's benchm
 by a recorder here (the schedule is what is tested; tests/e2e/serve runs the real one)."""
 
 from pipeline.config.recipe import ServeSettings
-from pipeline.serve import measure
+from pipeline.engines.vllm import bench
 
 
 def test_each_level_alternates_a_b_then_b_a_and_keeps_the_runs(monkeypatch, tmp_path):
@@ -16,13 +16,13 @@ def test_each_level_alternates_a_b_then_b_a_and_keeps_the_runs(monkeypatch, tmp_
         return {"completed": 8, "duration_s": 1.0, "output_tok_s": tok_s + repeat,
                 "total_tok_s": tok_s, "requests_s": 1.0}  # fmt: skip
 
-    monkeypatch.setattr(measure, "bench", fake_bench)
+    monkeypatch.setattr(bench, "bench", fake_bench)
     s = ServeSettings(concurrency=[1, 4], repeats=3, num_prompts=8)
-    sides = [measure.Side(k, tmp_path, k, s, tmp_path / k) for k in ("original", "quantized")]
+    sides = [bench.Side(k, tmp_path, k, s, tmp_path / k) for k in ("original", "quantized")]
     for side in sides:
         side.out.mkdir()
     results = {side.key: {"levels": []} for side in sides}
-    measure._bench_alternately(sides, {"original": None, "quantized": None}, results, None)
+    bench._bench_alternately(sides, {"original": None, "quantized": None}, results, None)
     assert order == [
         (c, r, key)
         for c in (1, 4)

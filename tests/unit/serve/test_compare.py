@@ -3,8 +3,8 @@ latency below the resolution floor; a cached original gives a ratio of medians a
 
 import pytest
 
+from pipeline.engines.vllm.bench import median
 from pipeline.serve.compare import LATENCY_FLOOR_MS, compare
-from pipeline.serve.measure import median
 from pipeline.serve.results import Measurement
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.core import serving_env
+from pipeline.engines.vllm import serving_env
 from tests.conftest import REPO
 from tests.unit.core.test_cuda_driver import version_file
 from tests.unit.core.test_devices import STANDIN, standin

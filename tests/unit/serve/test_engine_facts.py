@@ -1,8 +1,8 @@
 """Parsing what vLLM engines print, as CPU and GPU builds spell it (lines copied from real logs;
 the GPU ones from vLLM's source, since no GPU runs here)."""
 
+from pipeline.engines.vllm import engine_facts
 from pipeline.serve import compare as serve_compare
-from pipeline.serve import engine_facts
 from pipeline.serve.results import Measurement
 
 CPU_LOG = """\

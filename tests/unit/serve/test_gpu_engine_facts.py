@@ -12,10 +12,10 @@ import pytest
 
 from pipeline.config import recipe
 from pipeline.config.recipe import ServeSettings
-from pipeline.core import devices, serving_env
+from pipeline.core import devices
+from pipeline.engines.vllm import engine_facts, server, serving_env
+from pipeline.engines.vllm.placement import Placement, SidePlace
 from pipeline.planning import geometry, kv_cache
-from pipeline.planning.placement import Placement, SidePlace
-from pipeline.serve import engine_facts, server
 from pipeline.serve.results import EngineFacts, Measurement
 from pipeline.serve.stage import ServeStage, kv_pool_bytes
 

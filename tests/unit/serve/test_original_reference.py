@@ -59,7 +59,7 @@ def servers(monkeypatch):
             (side.out / "results.json").write_text(json.dumps(out[side.key]))
         return out
 
-    monkeypatch.setattr(serve_stage, "measure", measure)
+    monkeypatch.setattr(serve_stage.bench, "measure", measure)
     return started
 
 

@@ -6,7 +6,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from pipeline.core import cuda_builds
+from pipeline.engines.vllm import cuda_builds
 from tests.conftest import REPO
 
 TARGET = {

@@ -4,7 +4,7 @@ import os
 from pathlib import Path
 
 from pipeline.config.recipe import ServeSettings
-from pipeline.serve import server
+from pipeline.engines.vllm import server
 
 
 def test_command_carries_every_setting():
@@ -74,7 +74,7 @@ def test_the_dry_runs_launch_line_is_what_vllm_serve_parses(tmp_path):
 
     import pytest
 
-    from pipeline.core.serving_env import SERVE_PYTHON, available
+    from pipeline.engines.vllm.serving_env import SERVE_PYTHON, available
 
     if not available():
         pytest.skip("serving env not built (make setup)")

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from pipeline.core import serving_env
-from pipeline.core.paths import VLLM_SCRIPTS
 from pipeline.core.runs import Runs
+from pipeline.engines.vllm import serving_env
+from pipeline.engines.vllm.serving_env import VLLM_SCRIPTS
 
 
 def _dist(site, name: str, version: str, installer: str = "pip") -> None:

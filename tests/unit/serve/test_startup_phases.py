@@ -1,7 +1,7 @@
 """A starting vLLM server said on the terminal phase by phase, from its log as it grows."""
 
-from pipeline.serve import startup_phases
-from pipeline.serve.startup_phases import StartupPhases
+from pipeline.engines.vllm import startup_phases
+from pipeline.engines.vllm.startup_phases import StartupPhases
 from tests.conftest import REPO
 
 RECORDED = REPO / "tests" / "gpu_hosts" / "vllm-h100-server.log"  # vLLM 0.32 on one H100

@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import save_file
 
 from pipeline.config.recipe import ServeSettings
-from pipeline.serve import server
+from pipeline.engines.vllm import server
 
 
 def test_the_timeout_grows_with_the_bytes_read_from_one_disk(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ builds (CUDA 13) and R525-R579 the CUDA 12.9 builds: torch from PyTorch's cu129 
 release wheel of the same CUDA (vLLM's GPU installation guide names 12.8, 12.9 and 13.0
 builds, the release assets `vllm-<version>+cu<NNN>-cp38-abi3-manylinux_2_28_<arch>.whl`).
 
-    python3 -m pipeline.core.cuda_builds torch|vllm|check [CUDA]
+    python3 -m pipeline.engines.vllm.cuda_builds torch|vllm|check [CUDA]
 
 prints the pip arguments for torch or vLLM (one line), or, for `check`, nothing (exit 0) or the
 reason no build fits in one line (exit 2). Standard library only: it runs before any env exists.
@@ -14,10 +14,11 @@ reason no build fits in one line (exit 2). Standard library only: it runs before
 import sys
 from dataclasses import dataclass
 
+from pipeline.config.engine_name import RELEASE
 from pipeline.core import devices
 
 TORCH = "2.13.0"
-VLLM = "0.32.0"
+VLLM = RELEASE  # config/engine_name.py: the one pin
 PYTORCH_INDEX = "https://download.pytorch.org/whl/cu{tag}"
 VLLM_RELEASE = ("https://github.com/vllm-project/vllm/releases/download/v{vllm}/"
                 "vllm-{vllm}+cu{tag}-cp38-abi3-manylinux_2_28_x86_64.whl")  # fmt: skip
@@ -83,7 +84,7 @@ def driver() -> str | None:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("torch", "vllm", "check"):
-        print("usage: python3 -m pipeline.core.cuda_builds torch|vllm|check [CUDA]",
+        print("usage: python3 -m pipeline.engines.vllm.cuda_builds torch|vllm|check [CUDA]",
               file=sys.stderr)  # fmt: skip
         return 2
     try:

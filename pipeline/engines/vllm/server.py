@@ -26,10 +26,10 @@ from pipeline.config.recipe import ServeSettings
 from pipeline.core import procs
 from pipeline.core.devices import Gpu
 from pipeline.core.errors import ServerError, UserError
-from pipeline.core.serving_env import SERVE_PYTHON
+from pipeline.engines.vllm import engine_facts, engine_memory
+from pipeline.engines.vllm.serving_env import SERVE_PYTHON
+from pipeline.engines.vllm.startup_phases import StartupPhases
 from pipeline.quantize import artifact
-from pipeline.serve import engine_facts, engine_memory
-from pipeline.serve.startup_phases import StartupPhases
 
 HOST = "127.0.0.1"
 # The slowest sustained read a start-up is allowed on top of startup_timeout_s: a network volume's

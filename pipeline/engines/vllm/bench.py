@@ -22,14 +22,13 @@ from pipeline.core import procs, progress
 from pipeline.core.devices import Gpu
 from pipeline.core.errors import ServerError
 from pipeline.core.files import write_json_atomic
-from pipeline.core.paths import VLLM_SCRIPTS
-from pipeline.core.serving_env import SERVE_PYTHON
+from pipeline.engines.vllm import engine_facts
+from pipeline.engines.vllm.bench_results import Metrics
+from pipeline.engines.vllm.server import Server, first_error
+from pipeline.engines.vllm.serving_env import SERVE_PYTHON, VLLM_SCRIPTS
 from pipeline.planning import geometry
 from pipeline.planning.geometry import Geometry
 from pipeline.quantize import artifact
-from pipeline.serve import engine_facts
-from pipeline.serve.results import Metrics
-from pipeline.serve.server import Server, first_error
 
 MAX_MODEL_LEN = 4096  # default context when the recipe sets none: KV pools stay modest on CPU
 PERCENTILES = ("median", "p99")
@@ -47,7 +46,7 @@ class Side:
     settings: ServeSettings
     out: Path
     port: int | None = None
-    vllm_args: list[str] = field(default_factory=list)  # online quantization's flag
+    engine_args: list[str] = field(default_factory=list)  # online quantization's flag
     gpus: tuple[Gpu, ...] = ()  # where the placement put it (planning/placement.py)
     placement: dict | None = None  # its record for the results
 
@@ -87,7 +86,7 @@ def measure(sides: list[Side], start_in_turn: bool = False) -> dict[str, dict]:
             side.out / "server.log",
             context,
             side.port,
-            side.vllm_args,
+            side.engine_args,
             side.gpus,
         )
     if not start_in_turn:  # started together, they read their checkpoints from one disk

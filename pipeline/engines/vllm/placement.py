@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pipeline.config.vllm_defaults import GPU_MEMORY_UTILIZATION
+from pipeline.config.engine_defaults import GPU_MEMORY_UTILIZATION
 from pipeline.core.devices import Gpu
 from pipeline.core.errors import NotOnThisHost
 

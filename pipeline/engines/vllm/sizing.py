@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 from pipeline.config.recipe import RecipeFile
 from pipeline.core.devices import Gpu
 from pipeline.core.errors import NotOnThisHost
-from pipeline.planning import deployment, placement
+from pipeline.engines.vllm import placement
+from pipeline.planning import deployment
 from pipeline.planning.deployment import Budget, Load
 from pipeline.planning.geometry import Geometry
 from pipeline.planning.gpus import GPUS_PER_NODE, MAX_NODES, Inventory, this_node

@@ -1,7 +1,7 @@
 """Each side's vLLM engine as a stage's plan shows it: on this host (its GPUs, or one CPU engine
 holding the weights in RAM), and on REFERENCE_GPU GPUs — what a GPU host would need, shown on
 every host. Eval's vllm backend and serve plan their engines with it (eval/plan.py,
-serve/plan.py); the arithmetic is the deployment planner's (engines.py, deployment.py)."""
+serve/plan.py); the arithmetic is the deployment planner's (sizing.py, deployment.py)."""
 
 from dataclasses import dataclass, field
 
@@ -9,7 +9,8 @@ import psutil
 
 from pipeline.config.recipe import RecipeFile
 from pipeline.core.errors import NotOnThisHost
-from pipeline.planning import deployment, engines, gpus, shm
+from pipeline.engines.vllm import shm_rings, sizing
+from pipeline.planning import deployment, gpus, shm
 from pipeline.planning.geometry import Geometry
 
 GIB = 2**30
@@ -30,7 +31,7 @@ class Traffic:
     offline: bool = False
 
     def budget(self) -> deployment.Budget:
-        return engines.llm_budget(self.users) if self.offline else engines.DEFAULT_BUDGET
+        return sizing.llm_budget(self.users) if self.offline else sizing.DEFAULT_BUDGET
 
 
 @dataclass
@@ -53,7 +54,7 @@ def on_this_host(
         ref = on_reference_gpus(g, weights, traffic, mine)
         try:
             load = deployment.Load(weights, "auto", traffic.users, traffic.context)
-            engine = engines.engine(g, load, visible, side, traffic.budget(), mine)
+            engine = sizing.engine(g, load, visible, side, traffic.budget(), mine)
         except NotOnThisHost as e:
             found.refusals.append(str(e))
             found.engines[side] = {"refused": str(e), "on_gpus": ref}
@@ -70,7 +71,9 @@ def on_this_host(
         else:  # the CPU engine holds the weights in RAM
             entry["cpu_ram_bytes"] = cpu_engine_bytes(g, weights)
         found.engines[side] = entry
-    shared = sum(shm.vllm_bytes(tp) for tp in parallel.values())  # the engines run side by side
+    shared = sum(
+        shm_rings.vllm_bytes(tp) for tp in parallel.values()
+    )  # the engines run side by side
     said = ", ".join(f"{side} at TP {tp}" for side, tp in parallel.items() if tp > 1)
     if why := shm.refusal(shared, f"vLLM ({said})"):
         found.refusals.append(why)

@@ -6,10 +6,14 @@ import os
 import subprocess
 from pathlib import Path
 
-from pipeline.core import cuda_builds, devices, environment
+from pipeline.core import devices, environment
 from pipeline.core.errors import NotOnThisHost, UserError
 from pipeline.core.files import sha256_text, write_json_atomic
-from pipeline.core.paths import REPO, VLLM_SCRIPTS, cache_root
+from pipeline.core.paths import REPO, cache_root
+from pipeline.engines.vllm import cuda_builds
+
+# Scripts run by the serving env's python (vLLM cannot be imported in the main env).
+VLLM_SCRIPTS = REPO / "pipeline" / "vllm_scripts"
 
 ALIAS_INSTALLER = "quant-pipeline"
 # requirements/serve-cuda.txt's vLLM and the torch its wheel requires (`Requires-Dist:

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.core import environment, procs, serving_env
-from pipeline.core.paths import VLLM_SCRIPTS
-from pipeline.core.serving_env import SERVE_PYTHON
-from pipeline.eval.plan import BATCH_WINDOWS  # bounds memory: a batch's ids, log-probs, ranks
-from pipeline.planning import engines, geometry
+from pipeline.config.engine_defaults import BATCH_WINDOWS  # bounds a batch's memory
+from pipeline.core import environment, procs
+from pipeline.engines.vllm import serving_env, sizing
+from pipeline.engines.vllm.serving_env import SERVE_PYTHON, VLLM_SCRIPTS
+from pipeline.planning import geometry
 from pipeline.planning.deployment import Load
 from pipeline.quantize.artifact import tensor_bytes
 
@@ -40,12 +40,12 @@ class Handle:
     vocab_size: int
     kv_cache_dtype: str = "auto"
     quantization: str | None = None  # online quantization at load (`--quantization fp8`)
-    engine: engines.Engine | None = None  # sized when the windows' length is known
+    engine: sizing.Engine | None = None  # sized when the windows' length is known
 
 
 def engine_for(
     model_dir: Path, context: int, gpus: list[str], users: int = BATCH_WINDOWS
-) -> engines.Engine:
+) -> sizing.Engine:
     """This model's engine for `users` sequences of `context` tokens on `gpus`: the original
     may need more GPUs than the artifact (its weights, from the safetensors headers)."""
     import json
@@ -53,8 +53,8 @@ def engine_for(
     config = json.loads((Path(model_dir) / "config.json").read_text())
     weights = tensor_bytes(Path(model_dir))
     load = Load(weights, "auto", users, context)
-    budget = engines.llm_budget(users)  # vllm.LLM's batch
-    return engines.engine(geometry.of(config), load, gpus, Path(model_dir).name, budget)
+    budget = sizing.llm_budget(users)  # vllm.LLM's batch
+    return sizing.engine(geometry.of(config), load, gpus, Path(model_dir).name, budget)
 
 
 def load(model_dir: Path, kv_cache_dtype: str = "auto", quantization: str | None = None) -> Handle:
@@ -148,3 +148,21 @@ def generate(handle: Handle, prompts: list[list[int]], max_new_tokens: int,
         if bar is not None:  # one engine run: the bar moves once, at its end
             bar.update(len(prompts) * len(batch_sizes))
         return json.loads(Path(tmp, "answers.json").read_text())
+
+
+def lm_eval_model_args(model_dir: Path, kv_cache_dtype: str, max_len: int, users: int) -> dict:
+    """lm-eval's `vllm` model_args for this model: its context capped at `max_len`, its engine
+    sized for `users` sequences on this host's GPUs (each side its own: the original may need
+    more GPUs than the artifact)."""
+    config = json.loads((model_dir / "config.json").read_text())
+    max_len = min(int(config.get("max_position_embeddings", max_len)), max_len)
+    engine = engine_for(model_dir, max_len, environment.gpus(), users=users)
+    return {
+        "pretrained": str(model_dir),
+        "dtype": "bfloat16",
+        "kv_cache_dtype": kv_cache_dtype,
+        "max_model_len": max_len,
+        "seed": 0,
+        "add_bos_token": True,
+        **engine.vllm_kwargs(),
+    }

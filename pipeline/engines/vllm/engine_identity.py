@@ -9,9 +9,10 @@ stay under a second.
 
 import importlib.metadata
 
-from pipeline.core import devices, serving_env
+from pipeline.core import devices
+from pipeline.engines.vllm import serving_env
 
-# pipeline/vllm_scripts/prompt_logprobs.py and tasks._vllm_args load every model in bfloat16
+# pipeline/vllm_scripts/prompt_logprobs.py and tasks._engine_args load every model in bfloat16
 VLLM_DTYPE = "bfloat16"
 
 
