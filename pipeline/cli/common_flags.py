@@ -66,6 +66,15 @@ def path_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def nproc(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--nproc",
+        type=int,
+        help="calibrate in N processes under torchrun, one GPU each (default: one per visible "
+        "GPU where the calibration splits, else 1; the plan says which and why)",
+    )
+
+
 def serving(p: argparse.ArgumentParser) -> None:
     """The serving sweep's settings (from ServeSettings) and the server's port."""
     flags.add(p, ServeSettings)

@@ -34,7 +34,7 @@ def artifact_request(args: argparse.Namespace) -> ArtifactRequest:
     how = {
         "num_samples": getattr(args, "num_samples", None),
         "max_seq_length": getattr(args, "max_seq_length", None),
-        "nproc": getattr(args, "nproc", 1),
+        "nproc": getattr(args, "nproc", None),
         "path": getattr(args, "path", None),
         "workers": getattr(args, "workers", 1),
         "max_memory": getattr(args, "max_memory", None),
@@ -49,7 +49,7 @@ def artifact_request_of(
     if artifact is None:
         name = DEFAULT_RECIPE if recipe_name is None else recipe_name  # "": refused, not fp8
         return QuantizeRequest.named(model, name, revision, **how)
-    given = {"--num-samples": how["num_samples"], "--nproc": how["nproc"] != 1}
+    given = {"--num-samples": how["num_samples"], "--nproc": how["nproc"] is not None}
     given |= {"--path": how["path"], "--workers": how["workers"] != 1}
     given |= {"--max-memory": how["max_memory"], "--max-seq-length": how["max_seq_length"]}
     for flag in (f for f, v in given.items() if v):
@@ -91,7 +91,7 @@ class ChainRequest:
 def from_spec(spec: ChainSpec, command: str = "run", as_json: bool = False) -> ChainRequest:
     """A program's request (chain/request.py) as the command line's would be: `run` of its
     stages, nothing forced."""
-    defaults = {"num_samples": None, "max_seq_length": None, "nproc": 1, "path": None,
+    defaults = {"num_samples": None, "max_seq_length": None, "nproc": None, "path": None,
                 "workers": 1, "max_memory": None}  # fmt: skip
     overrides = dict(spec.serve) if "serve" in spec.stages else {}  # checked as serve plans
     return ChainRequest(

@@ -33,8 +33,18 @@ PROGRESS = "progress.json"
 
 
 class Checkpoints:
-    def __init__(self, folder: Path, fingerprint: str, inputs: dict, discarded: str | None = None):
+    def __init__(
+        self,
+        folder: Path,
+        fingerprint: str,
+        inputs: dict,
+        discarded: str | None = None,
+        writes: bool = True,
+    ):
         self.folder, self.fingerprint, self.inputs = folder, fingerprint, inputs
+        # False: a reader of another process's units (torchrun's ranks beside rank 0): it
+        # follows begin() and keep() in memory, as the writer does on disk, and writes nothing
+        self.writes = writes
         self.discarded = discarded  # why an earlier attempt's were discarded, to be said
         self.on_keep: Callable[[], None] | None = None  # after each unit: commit it elsewhere
         self._lock = threading.Lock()  # the model-free path finishes shards from worker threads
@@ -81,10 +91,12 @@ class Checkpoints:
         attempt's (another model or split) starts over."""
         with self._lock:
             if self.total not in (None, total) or self.kind not in (None, kind):
-                shutil.rmtree(self.folder, ignore_errors=True)
+                if self.writes:
+                    shutil.rmtree(self.folder, ignore_errors=True)
                 self._done = {}
             self.kind, self.total = kind, total
-            self._save()
+            if self.writes:
+                self._save()
 
     def replay_on(self, record: dict) -> str | None:
         """Units are replayed bit for bit only where they were made alike: `record` says how
@@ -111,6 +123,10 @@ class Checkpoints:
     ) -> None:
         """Record unit `name` as done: `write(tmp)` writes its file, renamed to `file`;
         `about`: what else to record of it."""
+        if not self.writes:  # the writer keeps it: recorded here as it will be there
+            with self._lock:
+                self._done[name] = {"seconds": round(seconds, 3), "file": file, **about}
+            return
         target = self.folder / file
         tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
         target.parent.mkdir(parents=True, exist_ok=True)

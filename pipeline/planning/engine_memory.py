@@ -40,14 +40,20 @@ refused at start-up (v1/core/kv_cache_utils.py check_enough_kv_cache_memory).
                    Sizes: [1, 2, 4] + 8…248 by 8 + 256… by 16 up to min(2 × max_num_seqs, 512)
                    (config/vllm.py _set_cudagraph_sizes), captured FULL for decode batches of
                    ≤ max_num_seqs and PIECEWISE for all (FULL_AND_PIECEWISE, the default).
-                   PER_LAYER_GRAPH_BYTES is read off the one recorded log
+                   PER_LAYER_GRAPH_BYTES is read off the one H100 log we have
                    (tests/gpu_hosts/vllm-h100-server.log: 0.52 GiB estimated for 32 layers,
-                   51 + 51 sizes: (0.52 GiB − 50 MiB) / 100 / 32 ≈ 0.15 MiB): no GPU of ours
-                   has measured it. enforce_eager: none.
+                   51 + 51 sizes: (0.52 GiB − 50 MiB) / 100 / 32 ≈ 0.15 MiB). That log was
+                   written from vLLM 0.32's sources, not captured (its header says so): no GPU
+                   of ours has measured this, NON_TORCH_BYTES or CUDA_RESERVED_BYTES.
+                   enforce_eager: none.
   non-torch        CUDA, cuBLAS and attention-backend memory allocated after the engine's
-                   baseline snapshot (0.53 GiB in the recorded log at TP 1). NCCL's buffers
-                   at TP > 1 are allocated lazily by the first collective and would add to it:
-                   not modelled (no recorded TP > 1 log).
+                   baseline snapshot (0.53 GiB in that log at TP 1).
+  collectives      not here: at TP > 1 vLLM 0.32 starts its distributed environment before it
+                   takes that snapshot (gpu_worker.py init_device: "This ensures NCCL buffers
+                   are allocated before we measure available memory"), so NCCL's and custom
+                   all-reduce's buffers (per rank: meta + 8 MiB, a 16 MiB legacy buffer, 8 MiB
+                   of rank data; custom_all_reduce.py) come out of the memory left beside the
+                   share, with the CUDA context, not out of the KV cache.
 
 The share is of the memory CUDA reports (gpu_worker.py: requested_memory = utilization ×
 init_snapshot.total_memory, torch.accelerator.get_memory_info), which is less than nvidia-smi's
@@ -73,11 +79,12 @@ from pipeline.planning.linears import Linear, Style
 GIB = 2**30
 MIB = 2**20
 ACTIVATION_BYTES = 2  # bf16 / fp16 activations, whatever the weights' format
-NON_TORCH_BYTES = int(0.53 * GIB)  # the recorded H100 log at TP 1
-PER_LAYER_GRAPH_BYTES = int(0.15 * MIB)  # per captured size, per layer (the recorded log)
+# from the H100 log written from vLLM's sources (not captured: see the docstring)
+NON_TORCH_BYTES = int(0.53 * GIB)  # at TP 1
+PER_LAYER_GRAPH_BYTES = int(0.15 * MIB)  # per captured size, per layer
 MIN_GRAPH_BYTES = MIB  # vLLM's floor for one captured size (driver overhead)
 MAX_CAPTURE_SIZE = 512  # default_max_graph_size (1,024 on Blackwell: not modelled)
-CUDA_RESERVED_BYTES = 81_559 * MIB - int(79.19 * GIB)  # nvidia-smi's total − CUDA's (H100 log)
+CUDA_RESERVED_BYTES = 81_559 * MIB - int(79.19 * GIB)  # nvidia-smi's total − CUDA's (same log)
 
 
 def usable_bytes(memory_bytes: int, utilization: float) -> int:

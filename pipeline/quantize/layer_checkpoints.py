@@ -148,7 +148,7 @@ def resumable(model, checkpoints: Checkpoints):
     def epoch_end(modules, **kwargs):
         epoch, index = state["epoch"], state["index"]
         if index < state["replay"]:
-            _restore(model, checkpoints.path(name(epoch, index)))
+            _restore(model, checkpoints.path(name(epoch, index)), rng=checkpoints.writes)
             return None
         result = original_end(modules, **kwargs)
         subgraph = state["subgraphs"][index]
@@ -198,13 +198,17 @@ def _save(model, subgraph, path) -> None:
     save_file(tensors, str(path))
 
 
-def _restore(model, path) -> None:
+def _restore(model, path, rng: bool = True) -> None:
+    """The kept state into the model; torch's RNG too where this process kept it (another
+    torchrun rank's is its own)."""
     import torch
     from compressed_tensors.offload import update_offload_parameter
     from safetensors.torch import load_file
 
     saved = load_file(str(path))
-    torch.set_rng_state(saved.pop(_RNG))
+    state = saved.pop(_RNG)
+    if rng:
+        torch.set_rng_state(state)
     with torch.no_grad():
         for key, value in saved.items():
             owner, _, attr = key.rpartition(".")

@@ -5,7 +5,10 @@ on its share of the samples (the data set is split by rank), GPTQ reduces every 
 to the rank that owns it, quantizes there and broadcasts the result; all ranks then take part in
 saving (rank 0 writes). Measured on tiny-llama with 2 CPU processes (gloo): the same tensors and
 scales as one process, a few int4 values rounded the other way (the Hessian's partial sums add in
-another order), and the same drift within its standard error.
+another order), and the same drift within its standard error. Rank 0 keeps each finished layer
+(layer_checkpoints.py) as one process does, the others follow its record in memory, and a
+resumed run replays the kept layers on every rank; the parent commits each kept layer as it
+appears (a run folder in object storage travels with them).
 """
 
 import json
@@ -13,11 +16,13 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pipeline.config import recipe
 from pipeline.core import quiet
+from pipeline.core.checkpoints import PROGRESS, Checkpoints
 from pipeline.core.errors import PipelineError
 from pipeline.data.texts import packed
 from pipeline.quantize import layer_checkpoints, layer_progress, routing
@@ -162,10 +167,17 @@ def calibration_ids(texts: list[str], cal, tokenizer) -> list[list[int]]:
     return enc["input_ids"]
 
 
-def run_distributed(job: Job, out: Path, nproc: int, log: Path) -> None:
-    """`torchrun --standalone --nproc-per-node N`, its output appended to the stage's log."""
+def run_distributed(
+    job: Job, out: Path, nproc: int, log: Path, checkpoints: Checkpoints | None = None
+) -> None:
+    """`torchrun --standalone --nproc-per-node N`, its output appended to the stage's log; the
+    layers rank 0 keeps in `checkpoints` committed as they appear."""
+    kept = None
+    if checkpoints is not None:
+        kept = {"folder": str(checkpoints.folder), "fingerprint": checkpoints.fingerprint,
+                "inputs": checkpoints.inputs}  # fmt: skip
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(asdict(job), f)
+        json.dump({"job": asdict(job), "checkpoints": kept}, f)
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
         "-m", "pipeline.quantize.oneshot", f.name, str(out),
@@ -173,20 +185,62 @@ def run_distributed(job: Job, out: Path, nproc: int, log: Path) -> None:
     try:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a") as sink:
-            done = subprocess.run(command, stdout=sink, stderr=subprocess.STDOUT, check=False)
+            code = _wait(subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT),
+                         checkpoints)  # fmt: skip
     finally:
         os.unlink(f.name)
-    if done.returncode:
+    if code:
         raise PipelineError(
-            f"distributed quantize: torchrun with {nproc} processes exited {done.returncode}; "
-            f"see {log}"
+            f"distributed quantize: torchrun with {nproc} processes exited {code}; see {log}"
         )
+
+
+def _wait(proc: subprocess.Popen, checkpoints: Checkpoints | None, every: float = 2.0) -> int:
+    """torchrun's exit status; each time rank 0's progress.json changes, `on_keep` (the run
+    folder's commit). Interrupted (Ctrl-C, SIGTERM as an exception), torchrun is stopped first."""
+    progress = checkpoints.folder / PROGRESS if checkpoints else None
+    seen = None
+    try:
+        while proc.poll() is None:
+            time.sleep(every)
+            if progress is None or checkpoints is None or checkpoints.on_keep is None:
+                continue
+            stamp = progress.stat().st_mtime_ns if progress.is_file() else None
+            if stamp != seen:
+                seen = stamp
+                checkpoints.on_keep()
+    except BaseException:
+        proc.terminate()  # torchrun passes it to its ranks
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    if progress is not None and checkpoints is not None and checkpoints.on_keep is not None:
+        checkpoints.on_keep()  # the last layers kept before it exited
+    return proc.returncode
+
+
+def _die_with_torchrun() -> None:
+    """torchrun starts each rank in a session of its own, so a kill -9 of the pipeline's
+    process group would leave the ranks writing on into the stage's folders: Linux's
+    parent-death signal ends a rank with torchrun's agent."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    agent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != agent:  # the agent died before the signal was set
+        os._exit(1)
 
 
 def _worker(spec: str, out: str) -> None:
     import torch
     import torch.distributed as dist
 
+    _die_with_torchrun()
     if torch.accelerator.is_available():
         from compressed_tensors.distributed import init_dist
 
@@ -194,7 +248,12 @@ def _worker(spec: str, out: str) -> None:
     else:
         dist.init_process_group("gloo")
     try:
-        run(Job(**json.loads(Path(spec).read_text())), Path(out), track_routing=False)
+        given = json.loads(Path(spec).read_text())
+        kept = None
+        if found := given["checkpoints"]:  # rank 0 writes; the others follow in memory
+            kept = Checkpoints(Path(found["folder"]), found["fingerprint"], found["inputs"],
+                               writes=dist.get_rank() == 0)  # fmt: skip
+        run(Job(**given["job"]), Path(out), track_routing=False, checkpoints=kept)
         dist.barrier()
     finally:
         dist.destroy_process_group()

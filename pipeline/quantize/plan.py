@@ -280,7 +280,7 @@ def _device(plan: dict) -> str:
 def _processes(plan: dict) -> str:
     n = plan.get("processes", 1)
     if n == 1:
-        return ""
+        return f"; {plan['processes_why']}" if plan.get("processes_why") else ""
     copies = f"× {n} processes" in plan["memory_bytes"]["cpu_ram_terms"]
     return (
         f"; {n} processes under torchrun (one GPU each on GPU hosts), each calibrating 1/{n} "

@@ -1,6 +1,7 @@
 """How a recipe's quantize runs here, decided from its request before anything loads: the
 calibration (the recipe's, the command line's overrides, tiny-llama's caps, the pack default),
-the path (model-free or oneshot), the processes, and tiny-llama's cap on AutoRound's iterations.
+the path (model-free or oneshot), the processes (--nproc, or one per visible GPU where the
+calibration splits), and tiny-llama's cap on AutoRound's iterations.
 Every refusal is one line naming the flag or recipe key and what would do."""
 
 import os
@@ -12,6 +13,7 @@ from pipeline.config.strict import validated
 from pipeline.core import environment
 from pipeline.core.errors import UserError
 from pipeline.data.texts import check_source
+from pipeline.planning import shm
 from pipeline.planning.geometry import Geometry
 from pipeline.quantize import model_free, plan
 from pipeline.quantize.request import QuantizeRequest
@@ -32,14 +34,36 @@ class Decided:
     calibration: recipe.Calibration
     path: str  # "model-free" or "oneshot"
     capped: dict  # tiny-llama's caps on modifier arguments ({} elsewhere)
+    nproc: int = 1  # processes under torchrun
+    processes: str | None = None  # why that many, where the policy chose (None: asked, or 1 of 1)
 
 
 def decide(req: QuantizeRequest, g: Geometry) -> Decided:
     """The calibration, the path and the caps, each checked (in that order)."""
     cal = calibration(req)
-    check_nproc(req.nproc, req.recipe, cal)
+    if req.nproc is not None:
+        check_nproc(req.nproc, req.recipe, cal)
     path = choose_path(req.path, req.recipe, req.workers, g)
-    return Decided(cal, path, capped(req))
+    nproc, why = (req.nproc, None) if req.nproc is not None else processes(req.recipe, cal, path, g)
+    return Decided(cal, path, capped(req), nproc, why)
+
+
+def processes(
+    rf: recipe.RecipeFile, cal: recipe.Calibration, path: str, g: Geometry
+) -> tuple[int, str | None]:
+    """--nproc left out: one process per visible GPU where llm-compressor splits the work —
+    each rank calibrates its share of the samples and solves its share of each layer's modules
+    (GPTQ's Hessians reduced to the rank that owns the module, AWQ's and the observers'
+    statistics all-reduced) — so a layer takes ~1/N of one GPU's time; else one, and why."""
+    gpus = environment.gpus()
+    if path != "oneshot" or rf.online or cal.num_samples == 0:
+        return 1, None  # nothing to split: no calibration pass
+    if len(gpus) < 2:  # on a CPU, processes would split its cores: --nproc N asks for them
+        return 1, None
+    n = min(len(gpus), cal.num_samples)
+    if why := shm.refusal(g.original_bytes, f"{n} processes (compressed-tensors' shared offload)"):
+        return 1, f"1 process, not {n}: {why}"
+    return n, f"{n} processes, one per visible GPU: each calibrates 1/{n} of the samples"
 
 
 def calibration(req: QuantizeRequest) -> recipe.Calibration:

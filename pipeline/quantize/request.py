@@ -19,7 +19,7 @@ class QuantizeRequest:
     recipe: RecipeFile
     num_samples: int | None = None  # --num-samples: over the recipe's (and tiny-llama's cap)
     max_seq_length: int | None = None  # --max-seq-length, likewise
-    nproc: int = 1  # --nproc: processes under torchrun
+    nproc: int | None = None  # --nproc: processes under torchrun (None: the policy's choice)
     path: str | None = None  # --path; None: the recipe decides (policy.choose_path)
     workers: int = 1  # --workers: model-free shards quantized at once
     max_memory: int | None = None  # --max-memory; None: what the host has available

@@ -4,8 +4,8 @@ the manifest, that the run was resumed and from where.
 
 Checkpoints are kept by the unit each path finishes: a decoder layer of llm-compressor's
 sequential pipeline (every calibrating recipe, layer_checkpoints.py) or an output shard of the
-model-free path (model_free.py). A data-free oneshot (minutes even at 70B) and `--nproc N`
-(torchrun's ranks share each layer's work) keep none.
+model-free path (model_free.py); under `--nproc N` rank 0 keeps each layer every rank finished
+alike, and every rank replays them. A data-free oneshot (minutes even at 70B) keeps none.
 """
 
 from pipeline.core import quiet
@@ -27,7 +27,7 @@ def start(job, checkpoints: Checkpoints | None) -> Checkpoints | None:
     if job.path == "model-free":
         unit, (done, total, seconds), where = "shard", model_free.kept(checkpoints), ""
         units = done
-    elif job.calibration.num_samples and job.nproc == 1:
+    elif job.calibration.num_samples:
         if why := layer_checkpoints.unsupported(job.recipe):
             say(f"layers not kept for resuming: {why}")
             checkpoints.remove()

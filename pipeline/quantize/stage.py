@@ -98,8 +98,9 @@ class QuantizeStage:
 
     @property
     def nproc(self) -> int:
-        """Processes under torchrun; not an input: the artifact is the same one."""
-        return self.request.nproc
+        """Processes under torchrun (--nproc, or the policy's choice); not an input: the artifact
+        is the same one."""
+        return self.decided.nproc
 
     @property
     def workers(self) -> int:
@@ -228,6 +229,8 @@ class QuantizeStage:
         built = plan.build(self.recipe, self.geometry, model, calibration, gpus, route)
         if self.nproc > 1 and "online" not in built:
             built = _per_process(built, self.nproc, bool(gpus)) | {"processes": self.nproc}
+        if self.decided.processes:
+            built = built | {"processes_why": self.decided.processes}
         self._planned = (key, built)
         return built
 
@@ -469,7 +472,7 @@ def _oneshot(job: QuantizeStage, out: Path, steps, layers, kept) -> dict | None:
     if job.nproc == 1:
         return oneshot.run(spec, out, steps, layers=layers, checkpoints=kept)
     steps.set_postfix_str(f"{job.nproc} processes (torchrun)", refresh=False)
-    oneshot.run_distributed(spec, out, job.nproc, job.log)
+    oneshot.run_distributed(spec, out, job.nproc, job.log, kept)
     steps.update(2)
     return None  # routing is tracked in one process only
 

@@ -23,7 +23,7 @@ class Quantizing(Artifact, Protocol):
     def path(self) -> str: ...  # "model-free", "oneshot", … (its own rate on this host)
 
     @property
-    def nproc(self) -> int: ...  # processes under torchrun (no checkpoints then)
+    def nproc(self) -> int: ...  # processes under torchrun
 
 
 SCALES_FROM = 2**30  # bf16 bytes a measured run must have quantized for its rate to scale
@@ -65,7 +65,7 @@ def _checkpoints(q: "Quantizing", original: int) -> list[tuple[str, int]]:
     """A calibrating run keeps each finished layer until its artifact is in place
     (layer_checkpoints.py): up to the model at its calibration precision, float32 where no GPU
     calibrates it. The model-free path's kept shards are second names of the artifact's."""
-    if q.path == "model-free" or not q.calibration.num_samples or q.nproc > 1:
+    if q.path == "model-free" or not q.calibration.num_samples:
         return []
     upcast = 1 if environment.gpus() else 4 // max(1, _dtype_bytes(q.geometry.dtype))
     return [("layer checkpoints (until the artifact is in place)", original * upcast)]
@@ -77,7 +77,8 @@ def _dtype_bytes(dtype: str) -> int:
 
 def _time(q: "Quantizing", original: int, samples: int) -> tuple[float | None, str]:
     """From the newest earlier run on this host with the same path and modifiers: bf16 bytes
-    per second, scaled by the calibration samples (a layer's calibration is a pass over each).
+    per second, scaled by the calibration samples (a layer's calibration is a pass over each)
+    and by the processes, then and now (each rank calibrates its share and solves its share).
     Another algorithm's rate is no estimate: AutoRound's 200 tuning steps a layer took over
     100× the time GPTQ's rate gave it on SmolLM2."""
     # (ended, bf16 bytes per second, run dir) of each earlier run
@@ -100,6 +101,8 @@ def _time(q: "Quantizing", original: int, samples: int) -> tuple[float | None, s
         cal = m.get("calibration") or {}
         asked = cal.get("requested_samples") or m.get("calibration_samples")
         rate = m["bytes_per_second"] * (asked or 1) / (samples or 1)
+        # the ranks split the samples and each layer's solves: an ideal split, as planned
+        rate *= q.nproc / (m.get("processes") or 1)
         run = (entry.get("ended") or "", rate, path.parent)
         scales = m.get("bf16_bytes", 0) >= min(original, SCALES_FROM) / 2
         (rates if scales else small).append(run)
@@ -114,6 +117,7 @@ def _time(q: "Quantizing", original: int, samples: int) -> tuple[float | None, s
     _, rate, where = max(rates)
     seconds = original / rate
     per = f" at {samples} samples asked" if samples else ""
+    per += f", split over {q.nproc} processes" if q.nproc > 1 else ""
     mib_s = rate / 2**20
     shown = f"{mib_s:,.0f}" if mib_s >= 10 else f"{mib_s:.2g}"
     measured = f"{shown} MiB/s of bf16 weights{per}, from {where}"

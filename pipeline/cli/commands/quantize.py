@@ -25,9 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-samples", type=int, help="override the recipe's calibration samples")
     p.add_argument("--max-seq-length", type=int, help="override the recipe's sequence length")
     p.add_argument("--force", action="store_true", help="redo even if the cached result is valid")
-    p.add_argument(
-        "--nproc", type=int, default=1, help="calibrate in N processes under torchrun (GPU each)"
-    )
+    common_flags.nproc(p)
     common_flags.path_args(p)
     common_flags.dry_run(p, help="print the plan; load no weights")
     common_flags.json_flag(p, help="the outcome (with --dry-run: the plan)")

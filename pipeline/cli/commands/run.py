@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common_flags.model_args(p)
     common_flags.backend(p, "eval backend")
     p.add_argument("--stages", default="eval,serve", help="after quantize (default eval,serve)")
-    p.add_argument("--nproc", type=int, default=1, help="quantize in N processes (torchrun)")
+    common_flags.nproc(p)
     p.add_argument(
         "--force",
         nargs="?",

@@ -4,15 +4,22 @@ group). Tolerance, as measured on tiny-llama GPTQ: the same tensors, dtypes, sha
 as one process; a few percent of the int4 values rounded the other way (each rank's Hessian
 share is summed in another order, and GPTQ's error feedback carries a flip along its row); the
 same drift within its standard error (paired |z| < 3 over 4,088 held-out tokens; over both
-eval splits, 33,726 tokens, measured z = 0.24)."""
+eval splits, 33,726 tokens, measured z = 0.24). Killed (kill -9 to its process group) once
+rank 0 has kept a decoder layer, the same command resumes there on both ranks."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
 from safetensors import safe_open
 
-from tests.conftest import cli
+from pipeline.gpu_host.resume_check import kept_units
+from tests.conftest import REPO, cli
 
 pytestmark = pytest.mark.slow
 
@@ -23,11 +30,16 @@ def test_two_processes_make_the_same_artifact_within_tolerance(
 ):
     one = quantized("gptq") / "artifact" / "model.safetensors"
     runs = tmp_path_factory.mktemp("nproc")
+    run = runs / "tiny-llama" / "gptq"
+    kept = _killed_once_kept(runs, run, "pass 0 subgraph 2")  # embeddings + 2 decoder layers
+    assert not (run / "artifact").exists()
+    assert subprocess.run(["pgrep", "-f", f"oneshot .* {run}"]).returncode == 1  # no rank left
     result = cli("quantize", "--recipe", "gptq", "--nproc", "2", runs=runs)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    run = runs / "tiny-llama" / "gptq"
+    assert f"resuming at layer {kept} of 4 ({kept - 1} done" in result.stderr, result.stderr
     metrics = json.loads((run / "manifest.json").read_text())["stages"]["quantize"]["metrics"]
     assert metrics["processes"] == 2 and metrics["calibration_samples"] == 64
+    assert metrics["resumed"]["kept"] == kept - 1
     assert "[Rank 1]" in (run / "logs" / "quantize.log").read_text()
 
     flipped, values = 0, 0
@@ -49,6 +61,24 @@ def test_two_processes_make_the_same_artifact_within_tolerance(
     d = one_kl - two_kl
     z = (d.mean() / (d.std() / d.numel() ** 0.5)).item()
     assert abs(z) < 3, (z, one_kl.mean().item(), two_kl.mean().item())
+
+
+def _killed_once_kept(runs, run, unit: str) -> int:
+    """`quantize --nproc 2` killed -9 (its process group) once rank 0 has kept `unit`: the
+    subgraphs kept then (the ranks are in sessions of their own: they die with torchrun)."""
+    env = {**os.environ, "RUNS_DIR": str(runs)}
+    argv = [sys.executable, "-m", "pipeline", "quantize", "--recipe", "gptq", "--nproc", "2"]
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    progress = run / "artifact.checkpoints" / "progress.json"
+    deadline = time.time() + 600
+    while unit not in (done := kept_units(progress)):
+        assert proc.poll() is None and time.time() < deadline, "ended before it could be killed"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    time.sleep(1)  # the ranks' parent-death signal
+    return len(done)
 
 
 def _kl_per_token(original, artifacts, tokens: int = 4096) -> list[torch.Tensor]:

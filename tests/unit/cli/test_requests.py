@@ -18,7 +18,7 @@ def test_a_recipe_request_holds_the_loaded_model_and_recipe_and_its_flags():
     req = artifact_request(_args("quantize", "--recipe", "gptq", "--num-samples", "8"))
     assert isinstance(req, QuantizeRequest)
     assert (req.ref.name, req.ref.source, req.recipe.name) == ("tiny-llama", "tiny", "gptq")
-    assert (req.num_samples, req.max_seq_length, req.nproc, req.path) == (8, None, 1, None)
+    assert (req.num_samples, req.max_seq_length, req.nproc, req.path) == (8, None, None, None)
     assert artifact_request(_args("eval")).recipe.name == "fp8"  # the default recipe
     with pytest.raises(UserError, match="no recipe given"):
         artifact_request(_args("eval", "--recipe", ""))  # an unset variable, never fp8

@@ -93,3 +93,24 @@ def test_units_kept_under_another_device_or_dtype_are_discarded_with_the_reason(
         "torch 2.13.0+cpu → 2.13.0 (replay would match neither run)"
     )
     assert again.done() == {} and not (tmp_path / "artifact.checkpoints" / "units").exists()
+
+
+def test_a_reader_follows_the_writers_units_in_memory_and_writes_nothing(tmp_path):
+    """torchrun's ranks beside rank 0 (quantize/oneshot.py): the writer's record, the reader's
+    the same in memory; the reader touches no file, even where a count starts over."""
+    final = tmp_path / "artifact"
+    writer = Checkpoints.beside(final, "f1", INPUTS, force=False)
+    writer.begin("subgraph", 3)
+    _keep(writer, "a", "first")
+    folder = tmp_path / "artifact.checkpoints"
+    reader = Checkpoints(folder, "f1", INPUTS, writes=False)
+    assert list(reader.done()) == ["a"] and reader.path("a").read_text() == "first"
+    reader.begin("subgraph", 3)
+    _keep(writer, "b", "second")
+    _keep(reader, "b", "ignored")
+    assert list(reader.done()) == list(writer.done()) == ["a", "b"]
+    assert reader.path("b").read_text() == "second"  # the writer's file
+    reader.begin("subgraph", 4)  # another count: forgotten in memory, left on disk
+    assert reader.done() == {} and writer.path("a").read_text() == "first"
+    on_disk = Checkpoints(folder, "f1", INPUTS)
+    assert on_disk.total == 3 and list(on_disk.done()) == ["a", "b"]  # the writer's alone

@@ -54,3 +54,32 @@ def test_a_calibrating_recipe_without_samples_or_with_more_processes_is_refused(
     fp8 = recipe.load("fp8")
     with pytest.raises(UserError, match="recipe fp8 calibrates nothing"):
         policy.check_nproc(2, fp8, policy.calibration(QuantizeRequest(TINY, fp8)))
+
+
+def test_without_nproc_a_calibration_splits_over_the_visible_gpus_where_shm_holds_the_model(
+    monkeypatch,
+):
+    gptq, fp8 = recipe.load("gptq"), recipe.load("fp8")
+    g = geometry.of_model(LLAMA)
+    cal = policy.calibration(QuantizeRequest(LLAMA, gptq))
+    eight = [f"H100 {i}" for i in range(8)]
+    monkeypatch.setattr(policy.environment, "gpus", lambda: eight)
+    monkeypatch.setattr(policy.shm, "free_bytes", lambda path=None: 1 << 40)
+    n, why = policy.processes(gptq, cal, "oneshot", g)
+    assert n == 8 and why == "8 processes, one per visible GPU: each calibrates 1/8 of the samples"
+    assert policy.decide(QuantizeRequest(LLAMA, gptq), g).nproc == 8
+    assert policy.decide(QuantizeRequest(LLAMA, gptq, nproc=1), g).nproc == 1  # asked: kept
+    few = policy.calibration(QuantizeRequest(LLAMA, gptq, num_samples=3))
+    assert policy.processes(gptq, few, "oneshot", g)[0] == 3  # a rank needs a sample
+    fp8_cal = policy.calibration(QuantizeRequest(LLAMA, fp8))
+    assert policy.processes(fp8, fp8_cal, "model-free", g) == (1, None)  # nothing to split
+
+    # a container's 64 MiB /dev/shm cannot hold the shared offload: one process, and why
+    monkeypatch.setattr(policy.shm, "free_bytes", lambda path=None: 64 << 20)
+    n, why = policy.processes(gptq, cal, "oneshot", g)
+    assert n == 1 and why.startswith("1 process, not 8: 8 processes (compressed-tensors' "), why
+    assert why.endswith("--ipc=host or --shm-size=15g"), why
+
+    for gpus in ([], eight[:1]):  # a CPU's processes would split its cores: asked, not chosen
+        monkeypatch.setattr(policy.environment, "gpus", lambda gpus=gpus: gpus)
+        assert policy.processes(gptq, cal, "oneshot", g) == (1, None)
