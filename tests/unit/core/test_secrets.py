@@ -30,6 +30,7 @@ SHAPES = (
 
 @given(PASSWORDS, NAMES, NAMES, NAMES, st.sampled_from(SHAPES))
 def test_no_password_survives_any_url_shape(password, user, host, db, shape):
+    secrets._remembered.clear()  # an earlier example's password is no secret of this one
     url = shape.format(u=user, p=password, h=host, d=db)
     assume(password not in shape.format(u=user, p="", h=host, d=db))  # it shows only as itself
     assert password not in secrets.url(url)
@@ -86,6 +87,7 @@ def _parsed(conninfo: str) -> dict:
 @SLOW_HOST
 @given(PG_PASSWORDS, NAMES, NAMES, NAMES, PG_KEYS, st.booleans())
 def test_a_password_in_the_query_string_is_masked(password, user, host, db, key, encode_all):
+    secrets._remembered.clear()
     given_as = quote(password, safe="" if encode_all else URL_SAFE)
     url = f"postgresql://{user}@{host}/{db}?sslmode=prefer&{key}={{}}&connect_timeout=5"
     assume(password not in url and given_as not in url)  # it shows only as itself
@@ -103,6 +105,7 @@ def test_a_password_in_the_query_string_is_masked(password, user, host, db, key,
 @SLOW_HOST
 @given(PG_PASSWORDS, NAMES, NAMES, NAMES, PG_KEYS)
 def test_a_password_in_libpqs_keyword_value_form_is_masked(password, user, host, db, key):
+    secrets._remembered.clear()
     conninfo = make_conninfo(host=host, user=user, dbname=db, sslmode="prefer", **{key: password})
     rest = make_conninfo(host=host, user=user, dbname=db, sslmode="prefer")
     assume(password not in f"{rest} {key}=")  # it shows only as itself
@@ -120,6 +123,7 @@ def test_a_password_in_libpqs_keyword_value_form_is_masked(password, user, host,
 def test_a_percent_encoded_password_in_the_authority_is_masked_raw_and_decoded(
     password, user, host, db
 ):
+    secrets._remembered.clear()
     url = f"postgresql://{user}:{quote(password, safe='')}@{host}/{db}"
     assume(password not in f"postgresql://{user}:@{host}/{db}")
     parsed = _parsed(url)
