@@ -37,17 +37,24 @@ def call(fn: Callable[..., T], *args) -> T:
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child, args=(send, fn, args))
-    child.start()
-    send.close()
+    # a stop that lands during the fork waits until the child exists, then is handed on below:
+    # taken at once, it left the child working on unstopped (and holding the command's stderr)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
     try:
+        try:
+            child.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        send.close()
         kind, value = receive.recv()
     except EOFError:  # killed (OOM, a signal) before it could answer
         child.join()
         why = f"the stage's process ended without a result (exit {child.exitcode})"
         raise RuntimeError(why) from None
     except KeyboardInterrupt as e:  # the child records the stop, then ends
+        if child.pid is None:  # the fork itself failed: no child to stop
+            raise
         if isinstance(e, Terminated):  # Ctrl-C reached the child's group too; SIGTERM did not
-            assert child.pid is not None  # started above
             os.kill(child.pid, signal.SIGTERM)
         child.join(timeout=30)
         if child.is_alive():
@@ -63,13 +70,15 @@ def call(fn: Callable[..., T], *args) -> T:
     return value
 
 
+STOPS = {signal.SIGINT, signal.SIGTERM}
 BAD_FORK = "CUDA was initialised in this process before the fork (torch.cuda.is_available()"
 BAD_FORK += " without PYTORCH_NVML_BASED_CUDA_CHECK=1)"
 
 
 def _child(send, fn: Callable, args: tuple) -> None:
-    stopping.once_in_child()
     try:
+        stopping.once_in_child()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)  # blocked by the parent for the fork
         result = ("bad-fork", None) if _in_bad_fork() else ("ok", fn(*args))
     except BaseException as e:  # the parent raises it: its type decides the exit code
         if not isinstance(e, PipelineError | KeyboardInterrupt):  # a bug or a library's crash

@@ -1,6 +1,8 @@
 """A stage's work in a forked process of its own (pipeline/core/own_process.py), and when the
 flow chooses it: where GPUs are seen (the stand-in nvidia-smi) and a later stage starts vLLM."""
 
+import contextlib
+import multiprocessing
 import os
 import signal
 import threading
@@ -63,6 +65,33 @@ def test_sigterm_to_the_command_stops_its_stages_process_like_ctrl_c(tmp_path):
     with stopping.on_sigterm(), pytest.raises(Terminated):
         own_process.call(_wait_to_be_stopped, tmp_path)
     assert (tmp_path / "stopped").read_text() == "Terminated"
+
+
+def test_sigterm_during_the_fork_still_reaches_the_child(tmp_path, monkeypatch):
+    """The stop lands as the child is being forked (a busy host's fork of a large process takes
+    long enough): it is handed on once the child exists, never left working unstopped."""
+    start, children = multiprocessing.context.ForkProcess.start, []
+
+    def start_then_sigterm(self) -> None:
+        start(self)
+        children.append(self.pid)
+        os.kill(os.getpid(), signal.SIGTERM)  # within start(): before call() could hand it on
+
+    monkeypatch.setattr(multiprocessing.context.ForkProcess, "start", start_then_sigterm)
+    began = time.monotonic()
+    try:
+        with stopping.on_sigterm(), pytest.raises(Terminated):
+            own_process.call(_wait_to_be_stopped, tmp_path)
+        # the child is gone, stopped by the stop (before its work began, or in it), not by the
+        # 30 s kill of a child that never got it: its work sleeps 60 s
+        with pytest.raises(ProcessLookupError):
+            os.kill(children[0], 0)
+        assert time.monotonic() - began < 25
+        if (tmp_path / "started").exists():
+            assert (tmp_path / "stopped").read_text() == "Terminated"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(children[0], signal.SIGKILL)
 
 
 def test_a_child_torch_marks_as_a_bad_fork_hands_the_work_back(monkeypatch, capsys):
