@@ -130,18 +130,23 @@ def test_a_rate_is_taken_from_the_same_algorithm_and_scaled_by_its_samples(
     capsys, monkeypatch, tmp_path
 ):
     """GPTQ's rate made AutoRound's plan ~47 s on SmolLM2, where its first layer alone took over
-    11 min; a 32-sample GPTQ's made the 512-sample one's 16× too short."""
+    11 min; a 32-sample GPTQ's made the 512-sample one's 16× too short. Processes split it
+    (--nproc given: a GPU host's default is one per visible GPU)."""
     gptq = {"path": "oneshot", "modifiers": ["GPTQModifier"], "calibration_samples": 32}
     _measured_quantize(tmp_path, "other", 8, 2**33, "gptq", **gptq)
     _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
                     "--recipe", "autoround", "--stages", "eval")  # fmt: skip
     said = plan["stages"]["quantize"]["time"]
     assert said.startswith("unknown: no AutoRoundModifier quantize on this path"), said
-    _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
-                    "--recipe", "gptq", "--stages", "eval")  # fmt: skip
-    quantize = plan["stages"]["quantize"]
-    assert "0.5 MiB/s of bf16 weights at 512 samples asked" in quantize["time"], quantize["time"]
-    assert quantize["time_seconds"] == pytest.approx(16.06e9 / (8 * 2**20 * 32 / 512), rel=0.01)
+    one = 16.06e9 / (8 * 2**20 * 32 / 512)
+    for nproc in (1, 2):
+        _, plan = _plan(capsys, monkeypatch, tmp_path, "run", "--model", "llama3-8b",
+                        "--recipe", "gptq", "--stages", "eval", "--nproc", str(nproc))  # fmt: skip
+        quantize = plan["stages"]["quantize"]
+        said = quantize["time"]
+        assert f"{0.5 * nproc:g} MiB/s of bf16 weights at 512 samples asked" in said, said
+        assert ("split over 2 processes" in said) == (nproc == 2), said
+        assert quantize["time_seconds"] == pytest.approx(one / nproc, rel=0.01)
 
 
 def test_a_tiny_models_rate_is_not_scaled_to_a_large_one(capsys, monkeypatch, tmp_path):
