@@ -114,3 +114,26 @@ def test_a_reader_follows_the_writers_units_in_memory_and_writes_nothing(tmp_pat
     assert reader.done() == {} and writer.path("a").read_text() == "first"
     on_disk = Checkpoints(folder, "f1", INPUTS)
     assert on_disk.total == 3 and list(on_disk.done()) == ["a", "b"]  # the writer's alone
+
+
+def test_the_parent_of_torchrun_commits_each_layer_its_rank_0_keeps(tmp_path):
+    """quantize/oneshot.py's wait on torchrun: each change of rank 0's progress.json is
+    committed (`on_keep`: the run folder to object storage), and once more as it exits."""
+    from pipeline.quantize import oneshot
+
+    parent = Checkpoints.beside(tmp_path / "artifact", "f1", INPUTS, force=False)
+    commits = []
+    parent.on_keep = lambda: commits.append(len(Checkpoints(parent.folder, "f1", INPUTS).done()))
+    rank0 = Checkpoints(parent.folder, "f1", INPUTS)
+
+    class Torchrun:  # rank 0 keeps a unit between two of the parent's looks
+        returncode, polls = 0, 0
+
+        def poll(self):
+            self.polls += 1
+            if self.polls in (2, 4):
+                _keep(rank0, f"unit {self.polls}", "kept")
+            return None if self.polls < 6 else 0
+
+    assert oneshot._wait(Torchrun(), parent, every=0.01) == 0
+    assert commits and commits[-1] == 2 and 1 in commits, commits
