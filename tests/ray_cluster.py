@@ -6,6 +6,7 @@ RAY_AUTH_TOKEN (never ~/.ray, so nothing of the user's is touched). Each node is
 group: `kill(i)` loses worker node i as a crashed machine would; `stop()` ends only these nodes
 (never `ray stop`, which ends every Ray on the host)."""
 
+import functools
 import json
 import os
 import secrets
@@ -46,9 +47,11 @@ class Cluster:
     def _start(self, args: list[str]) -> None:
         log = open(self.root / f"node{len(self.nodes)}.log", "w")
         cmd = [str(RAY), "start", "--disable-usage-stats", "--block", *args]
-        self.nodes.append(
-            subprocess.Popen(cmd, env=self.env, stdout=log, stderr=log, start_new_session=True)
-        )
+        # SIGINT ignored, as every process a background job starts has it (`nohup … &`, cron,
+        # a script's `&`): Ray's workers inherit it, and the nightly's cancel must still land
+        ignored = functools.partial(signal.signal, signal.SIGINT, signal.SIG_IGN)
+        self.nodes.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=log,
+                                           start_new_session=True, preexec_fn=ignored))  # fmt: skip
 
     def alive(self) -> list[dict]:
         """`ray.nodes()`'s alive entries, asked from a short-lived driver."""

@@ -36,6 +36,15 @@ def reclaim() -> None:
         signal.signal(signal.SIGTERM, _raise)
 
 
+def interruptible() -> None:
+    """Python's own SIGINT handler, in the main thread. A process a background job starts
+    (`nohup … &`, cron, a script's `&`) inherits SIGINT ignored, and Python then drops a
+    KeyboardInterrupt raised through its interrupt flag, which is how Ray's cancel stops a
+    running task: a nightly started that way, then stopped, left its cells running to the end."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def once_in_child() -> None:
     """In a stage's forked process: the first SIGINT or SIGTERM stops it, later ones are
     ignored while it records the stop (the parent kills it if that hangs)."""
@@ -51,14 +60,32 @@ def as_received(e: KeyboardInterrupt) -> KeyboardInterrupt:
 
 
 _RECEIVED: list[int] = []  # SIGTERM arrived in this process
+_PENDING: list[int] = []  # a stop raised that no stage has recorded yet
+
+
+def check() -> None:
+    """Raise again a stop that was raised and lost. CPython runs a signal handler wherever the
+    main thread is, a `__del__` or a weakref callback included, and there it prints the
+    handler's exception ("Exception ignored in …") and drops it: the work goes on as if no stop
+    came (the likely cause of an eval seen once to score on after SIGTERM). Progress bars call
+    this on each update, so a lost stop is raised again at the next step."""
+    if _PENDING:
+        raise Terminated() if _PENDING[-1] == signal.SIGTERM else KeyboardInterrupt()
+
+
+def taken() -> None:
+    """The stop reached the code that records it (a stage's entry, the command's outcome)."""
+    _PENDING.clear()
 
 
 def _raise(signum, frame) -> None:
     _RECEIVED.append(signum)
+    _PENDING.append(signum)
     raise Terminated()
 
 
 def _raise_once(signum, frame) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _PENDING.append(signum)
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()

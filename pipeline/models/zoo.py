@@ -66,12 +66,15 @@ def shrunk_config(alias: str) -> dict:
     return config
 
 
-def build(alias: str, out: Path, seed: int = 0) -> Path:
-    """A random-init model of `alias`'s architecture in `out` (bf16 safetensors + tokenizer)."""
+def build(alias: str, out: Path, seed: int = 0, layers: int | None = None) -> Path:
+    """A random-init model of `alias`'s architecture in `out` (bf16 safetensors + tokenizer);
+    `layers` decoder layers instead of the shrunk 2 (a slower calibration, layer by layer)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     config = shrunk_config(alias)
+    if layers:
+        config["num_hidden_layers"] = layers
     model_type = config.pop("model_type")
     for key in ("architectures", "torch_dtype", "dtype", "transformers_version"):
         config.pop(key, None)
@@ -84,7 +87,8 @@ def build(alias: str, out: Path, seed: int = 0) -> Path:
     for name in TOKENIZER_FILES:
         if (tiny / name).is_file():
             shutil.copy(tiny / name, out / name)
-    (out / "zoo.json").write_text(json.dumps({"alias": alias, "seed": seed}) + "\n")
+    made = {"alias": alias, "seed": seed, **({"layers": layers} if layers else {})}
+    (out / "zoo.json").write_text(json.dumps(made) + "\n")
     return out
 
 

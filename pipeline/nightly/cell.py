@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pipeline.chain.request import ChainSpec
-from pipeline.core import procs
+from pipeline.core import procs, stopping
 from pipeline.core.outcome import Outcome
 from pipeline.core.paths import REPO
 from pipeline.core.runs import Runs
@@ -82,6 +82,7 @@ def execute_on_node(
 ) -> dict:
     """A cell as a Ray task: an entry point of its own on its node, its run folders where the
     RUNS_DIR its task was handed says (executors.runtime_env_vars)."""
+    stopping.interruptible()  # Ray's cancel must land, however the worker was started
     return execute(cell, Runs.from_env(), log_dir, timeout_s, env_stamps)
 
 

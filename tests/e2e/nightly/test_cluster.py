@@ -185,8 +185,16 @@ def test_a_cell_no_node_holds_is_refused_before_the_night(
     assert Store(db).run_ids() == []  # nothing recorded: the night never started
 
 
+@pytest.fixture(scope="module")
+def deep_zoo(tmp_path_factory):
+    """The same family with 6 layers: its calibration lasts long enough to be stopped in."""
+    from pipeline.models.zoo import build
+
+    return build("llama3.1-8b", tmp_path_factory.mktemp("zoo") / "llama31-deep", layers=6)
+
+
 def test_sigterm_to_the_driver_stops_a_running_cell_through_rays_cancel(
-    cluster, postgres, s3, zoo, tmp_path
+    cluster, postgres, s3, deep_zoo, tmp_path
 ):
     """SIGTERM to the nightly driver alone (what Kubernetes and Slurm send first) while a cell
     calibrates on a worker: Ray's cancel reaches the cell's task, which hands its command the
@@ -197,8 +205,12 @@ def test_sigterm_to_the_driver_stops_a_running_cell_through_rays_cancel(
     from pipeline.core.errors import TERMINATED
     from pipeline.core.paths import mirror_root
 
-    # its quantize takes ~6 s on this shrunk model: stopped ~1 s in (Ray's cancel used to wait
-    # for the cell's command to end, and ray.init's SIGTERM handler to exit 15 at once)
+    # stopped once its first of 6 layers is kept: the stop has the other 5 (~2 s each here) to
+    # cross the driver, Ray's cancel (polled each second) and the cell. The nodes ignore SIGINT
+    # (tests/ray_cluster.py), as a background job's processes do: Python then dropped Ray's
+    # cancel, and the cell ran to its end. Ray's cancel used to wait for the cell's command to
+    # end, and ray.init's SIGTERM handler to exit 15 at once.
+    zoo = deep_zoo
     stopped = {
         "model": str(zoo),
         "recipe": "gptq",
@@ -249,9 +261,9 @@ def test_a_worker_lost_mid_cell_is_retried_on_the_survivor_and_the_night_complet
     from pipeline.nightly.store import Store
 
     db = postgres.database()
-    slow = {"calibration.num_samples": 1024, "eval.tasks": []}  # ~40 s each: they overlap
-    cells = [{"model": str(zoo), "recipe": "gptq", "name": f"slow{i}",
-              "recipe_overrides": {**slow, "calibration.seed": i}} for i in (1, 2)]  # fmt: skip
+    overrides = [{"eval.tasks": [], "calibration.seed": i} for i in (1, 2)]  # two run folders
+    cells = [{"model": str(zoo), "recipe": "gptq", "name": f"slow{i}", "recipe_overrides": o}
+             for i, o in zip((1, 2), overrides, strict=True)]  # fmt: skip
     matrix = _matrix(tmp_path, [str(zoo)], recipes=["fp8"], cells=cells, stages=["quantize"])
     url = s3.bucket() + "/runs"
     env = {**os.environ, **_env(cluster), **s3.env, "RUNS_DIR": url}
