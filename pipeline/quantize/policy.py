@@ -61,7 +61,9 @@ def processes(
     if len(gpus) < 2:  # on a CPU, processes would split its cores: --nproc N asks for them
         return 1, None
     n = min(len(gpus), cal.num_samples)
-    if why := shm.refusal(g.original_bytes, f"{n} processes (compressed-tensors' shared offload)"):
+    what = f"{n} processes (compressed-tensors' shared offload)"
+    why = shm.refusal(g.original_bytes, what) or shm.mappings_refusal(shm.shared_tensors(g), what)
+    if why:
         return 1, f"1 process, not {n}: {why}"
     return n, f"{n} processes, one per visible GPU: each calibrates 1/{n} of the samples"
 

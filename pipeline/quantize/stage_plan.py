@@ -56,7 +56,10 @@ def plan(q: "Quantizing") -> ArtifactPlan:
     if why := q.host_fit(q.max_memory):
         found.refusals.append(why)
     shared = original if q.nproc > 1 else 0  # each offloaded tensor in shared memory
-    if why := shm.refusal(shared, f"--nproc {q.nproc} (compressed-tensors' shared offload)"):
+    what = f"--nproc {q.nproc} (compressed-tensors' shared offload)"
+    if why := shm.refusal(shared, what):
+        found.refusals.append(why)
+    if q.nproc > 1 and (why := shm.mappings_refusal(shm.shared_tensors(q.geometry), what)):
         found.refusals.append(why)
     return found
 

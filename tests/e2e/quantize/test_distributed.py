@@ -14,11 +14,14 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 import torch
 from safetensors import safe_open
 
 from pipeline.gpu_host.resume_check import kept_units
+from pipeline.models import aliases
+from pipeline.planning import geometry, shm
 from tests.conftest import REPO, cli
 
 pytestmark = pytest.mark.slow
@@ -31,7 +34,10 @@ def test_two_processes_make_the_same_artifact_within_tolerance(
     one = quantized("gptq") / "artifact" / "model.safetensors"
     runs = tmp_path_factory.mktemp("nproc")
     run = runs / "tiny-llama" / "gptq"
-    kept = _killed_once_kept(runs, run, "pass 0 subgraph 2")  # embeddings + 2 decoder layers
+    kept, mapped = _killed_once_kept(runs, run, "pass 0 subgraph 2")  # embeddings + 2 layers
+    # each rank maps every shared tensor on its own, as the plan counts them for vm.max_map_count
+    g = geometry.of_model(aliases.resolve("tiny-llama"))
+    assert mapped == [shm.shared_tensors(g)] * 2, mapped
     assert not (run / "artifact").exists()
     assert subprocess.run(["pgrep", "-f", f"oneshot .* {run}"]).returncode == 1  # no rank left
     result = cli("quantize", "--recipe", "gptq", "--nproc", "2", runs=runs)
@@ -63,9 +69,10 @@ def test_two_processes_make_the_same_artifact_within_tolerance(
     assert abs(z) < 3, (z, one_kl.mean().item(), two_kl.mean().item())
 
 
-def _killed_once_kept(runs, run, unit: str) -> int:
+def _killed_once_kept(runs, run, unit: str) -> tuple[int, list[int]]:
     """`quantize --nproc 2` killed -9 (its process group) once rank 0 has kept `unit`: the
-    subgraphs kept then (the ranks are in sessions of their own: they die with torchrun)."""
+    subgraphs kept then (the ranks are in sessions of their own: they die with torchrun), and
+    each rank's memory mappings of torch's shared-memory files just before."""
     env = {**os.environ, "RUNS_DIR": str(runs)}
     argv = [sys.executable, "-m", "pipeline", "quantize", "--recipe", "gptq", "--nproc", "2"]
     proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
@@ -75,10 +82,19 @@ def _killed_once_kept(runs, run, unit: str) -> int:
     while unit not in (done := kept_units(progress)):
         assert proc.poll() is None and time.time() < deadline, "ended before it could be killed"
         time.sleep(0.02)
+    mapped = [_shared_mappings(p.pid) for p in psutil.Process(proc.pid).children(recursive=True)
+              if "torch.distributed.run" not in (line := " ".join(p.cmdline()))
+              and "pipeline.quantize.oneshot" in line]  # fmt: skip
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     time.sleep(1)  # the ranks' parent-death signal
-    return len(done)
+    return len(done), mapped
+
+
+def _shared_mappings(pid: int) -> int:
+    """Mappings of /dev/shm files torch made for shared tensors (named torch_…)."""
+    with open(f"/proc/{pid}/maps") as f:
+        return sum(1 for line in f if "/dev/shm/torch_" in line)
 
 
 def _kl_per_token(original, artifacts, tokens: int = 4096) -> list[torch.Tensor]:
