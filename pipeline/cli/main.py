@@ -53,7 +53,6 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         outcome = Outcome.of(command, e.reason, str(e))
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (errors.Terminated)
-        stopping.taken()
         e = stopping.as_received(e)
         status = "terminated" if isinstance(e, Terminated) else "interrupted"
         outcome = Outcome.of(command, status, interrupted(e))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, cast
 
-from pipeline.core import environment, objectstore, quiet, stopping
+from pipeline.core import environment, objectstore, quiet
 from pipeline.core.checkpoints import Checkpoints
 from pipeline.core.errors import interrupted
 from pipeline.core.files import sha256_json
@@ -125,8 +125,6 @@ def execute(stage: Stage, force: bool = False) -> tuple[StageEntry, bool]:
                 metrics = cast(Resumable, stage).work(out, kept) if kept else stage.work(out)
         except BaseException as e:
             stopped = isinstance(e, KeyboardInterrupt)
-            if stopped:
-                stopping.taken()
             entry.status = "interrupted" if stopped else "failed"
             entry.ended, entry.error = now(), interrupted(e) if stopped else _one_line(e)
             entry.metrics = {"wall_seconds": round(time.monotonic() - t0, 2)}

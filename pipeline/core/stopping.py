@@ -11,6 +11,7 @@ stop it ignores both signals, so recording the stop is never cut short by a seco
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -22,11 +23,13 @@ def on_sigterm() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # signals: main thread only
         yield
         return
-    before = signal.signal(signal.SIGTERM, _raise)
+    before, hook = signal.signal(signal.SIGTERM, _raise), sys.unraisablehook
+    _watch_dropped()
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
+        sys.unraisablehook = hook
 
 
 def reclaim() -> None:
@@ -50,6 +53,7 @@ def once_in_child() -> None:
     ignored while it records the stop (the parent kills it if that hangs)."""
     signal.signal(signal.SIGTERM, _raise_once)
     signal.signal(signal.SIGINT, _raise_once)
+    _watch_dropped()
 
 
 def as_received(e: KeyboardInterrupt) -> KeyboardInterrupt:
@@ -60,32 +64,37 @@ def as_received(e: KeyboardInterrupt) -> KeyboardInterrupt:
 
 
 _RECEIVED: list[int] = []  # SIGTERM arrived in this process
-_PENDING: list[int] = []  # a stop raised that no stage has recorded yet
+_DROPPED: list[BaseException] = []  # a stop raised where CPython drops exceptions
 
 
 def check() -> None:
-    """Raise again a stop that was raised and lost. CPython runs a signal handler wherever the
-    main thread is, a `__del__` or a weakref callback included, and there it prints the
-    handler's exception ("Exception ignored in …") and drops it: the work goes on as if no stop
-    came (the likely cause of an eval seen once to score on after SIGTERM). Progress bars call
-    this on each update, so a lost stop is raised again at the next step."""
-    if _PENDING:
-        raise Terminated() if _PENDING[-1] == signal.SIGTERM else KeyboardInterrupt()
+    """Raise again a stop that CPython dropped. It runs a signal handler wherever the main
+    thread is, a `__del__` or a weakref callback included, and there it hands the handler's
+    exception to sys.unraisablehook ("Exception ignored in …") and goes on as if no stop came
+    (the likely cause of an eval seen once to score on after SIGTERM). Progress bars call this
+    on each update, so a dropped stop is raised at the next step."""
+    if _DROPPED:
+        raise _DROPPED.pop()
 
 
-def taken() -> None:
-    """The stop reached the code that records it (a stage's entry, the command's outcome)."""
-    _PENDING.clear()
+def _watch_dropped() -> None:
+    """Note stops handed to sys.unraisablehook, then let the hook before say them as usual."""
+    before = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            _DROPPED.append(unraisable.exc_value)
+        before(unraisable)
+
+    sys.unraisablehook = hook
 
 
 def _raise(signum, frame) -> None:
     _RECEIVED.append(signum)
-    _PENDING.append(signum)
     raise Terminated()
 
 
 def _raise_once(signum, frame) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _PENDING.append(signum)
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
